@@ -1,0 +1,55 @@
+# taskhoster: `make run` serves everything on the embedded defaults, `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+# The PostgreSQL run of the suite; `make test` skips it with one line when no server answers.
+TASKHOSTER_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+export TASKHOSTER_TEST_DATABASE_URL
+
+.PHONY: run test test-sqlite test-postgres lint format typecheck bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input
+	DEBUG=$${DEBUG:-1} $(PY) manage.py bootstrap
+	@echo "taskhoster on http://127.0.0.1:$(PORT)/  (admin: /admin/, API docs: /api/v1/docs/; Ctrl-C stops)"
+	DEBUG=$${DEBUG:-1} $(PY) manage.py serve --bind 127.0.0.1:$(PORT)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-postgres
+
+test-sqlite: $(VENV)/.installed
+	$(PY) -m pytest
+
+# The store's own tests never touch the database, so the second run leaves them out.
+test-postgres: $(VENV)/.installed
+	@$(PY) tests/postgres_ready.py; ready=$$?; \
+	if [ $$ready = 0 ]; then \
+		DATABASE_URL=$$TASKHOSTER_TEST_DATABASE_URL $(PY) -m pytest --ignore=tests/store; \
+	elif [ $$ready != 1 ]; then exit $$ready; fi
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+bench: $(VENV)/.installed
+	@for script in bench/*_bench.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache .hypothesis

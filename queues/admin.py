@@ -1,0 +1,146 @@
+"""The admin for hosts, queues, access and tokens: thin classes over the models."""
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from queues.models import ApiToken, Host, Queue, QueueAccess
+from queues.tokens import issue_token
+
+
+class QueueInline(admin.TabularInline):
+    model = Queue
+    fields = ("name", "queue_seconds", "lease_seconds", "paused")
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(Host)
+class HostAdmin(admin.ModelAdmin):
+    list_display = ("name", "description", "queue_count", "created_at")
+    search_fields = ("name", "description")
+    inlines = [QueueInline]
+
+    @admin.display(description="queues")
+    def queue_count(self, host: Host) -> int:
+        return host.queues.count()
+
+
+class QueueAccessInline(admin.TabularInline):
+    model = QueueAccess
+    fields = ("user", "group", "role")
+    autocomplete_fields = ("user", "group")
+    extra = 1
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    list_display = (
+        "__str__",
+        "queue_seconds",
+        "lease_seconds",
+        "max_attempts",
+        "max_pending",
+        "public_post",
+        "archive_payloads",
+        "paused",
+    )
+    list_filter = ("host", "paused", "public_post", "archive_payloads", "retain_from")
+    search_fields = ("name", "host__name")
+    list_select_related = ("host",)
+    inlines = [QueueAccessInline]
+    fieldsets = (
+        (None, {"fields": ("host", "name", "paused")}),
+        (
+            "Time limits",
+            {
+                "description": "A task that waits or runs longer than the queue timeout fails. "
+                "A claimed task whose lease lapses goes back to pending for another worker.",
+                "fields": ("queue_seconds", "lease_seconds"),
+            },
+        ),
+        (
+            "Retries",
+            {
+                "description": "A worker may ask for a retry when it fails a task; the delay "
+                "grows by the factor on each attempt, up to the longest delay.",
+                "fields": (
+                    "max_attempts",
+                    "backoff_seconds",
+                    "backoff_factor",
+                    "backoff_cap_seconds",
+                ),
+            },
+        ),
+        (
+            "Retention and history",
+            {
+                "description": "Done tasks are deleted after the retention; the event log "
+                "keeps their history either way.",
+                "fields": (
+                    "retain_seconds",
+                    "retain_from",
+                    "max_retain_seconds",
+                    "archive_payloads",
+                ),
+            },
+        ),
+        (
+            "Limits and posting",
+            {"fields": ("max_item_bytes", "max_pending", "item_schema", "public_post")},
+        ),
+    )
+
+
+@admin.register(QueueAccess)
+class QueueAccessAdmin(admin.ModelAdmin):
+    list_display = ("queue", "user", "group", "role", "created_at")
+    list_filter = ("role", "queue__host", "queue")
+    search_fields = ("user__username", "group__name", "queue__name", "queue__host__name")
+    autocomplete_fields = ("user", "group", "queue")
+    list_select_related = ("queue__host", "user", "group")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "user",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    )
+    list_filter = ("revoked_at", "expires_at")
+    search_fields = ("name", "user__username", "prefix")
+    autocomplete_fields = ("user",)
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+    actions = ["revoke"]
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        if obj is None:
+            return ["user", "name", "expires_at"]
+        return ["user", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple:
+        return ("user", *self.readonly_fields) if obj else ()
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: object, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        record, token = issue_token(obj.user, obj.name, expires_at=obj.expires_at)
+        obj.pk, obj.prefix = record.pk, record.prefix
+        # The message lives in the session for exactly one page view: the token's only showing.
+        messages.warning(
+            request,
+            f"The new token is {token} — copy it now: it is stored only as a hash "
+            "and will not be shown again.",
+        )
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} token(s).")

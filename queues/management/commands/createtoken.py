@@ -1,0 +1,27 @@
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from queues.tokens import issue_token
+
+
+class Command(BaseCommand):
+    help = "Print a new API token for a user. It is shown this once and stored only hashed."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("user")
+        parser.add_argument("--name", default="cli", help="what the token is for")
+        parser.add_argument("--expires-days", type=int, help="days until it expires")
+
+    def handle(self, *args: object, **options: object) -> None:
+        user = get_user_model().objects.filter(username=options["user"]).first()
+        if user is None:
+            raise CommandError(f"There is no user {options['user']!r}.")
+        days = options["expires_days"]
+        if days is not None and int(str(days)) < 1:
+            raise CommandError("--expires-days must be at least 1.")
+        expires = timezone.now() + timedelta(days=int(str(days))) if days else None
+        _, token = issue_token(user, str(options["name"]), expires_at=expires)
+        self.stdout.write(token)

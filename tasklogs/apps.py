@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TasklogsConfig(AppConfig):
+    name = "tasklogs"
+    verbose_name = "Task logs"

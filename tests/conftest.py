@@ -1,0 +1,27 @@
+"""Fixtures shared by every test: each test gets its own items and logs directories."""
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def store_dirs(tmp_path: Path, settings) -> dict[str, Path]:
+    """Point the site at fresh store directories so no test sees another's tasks."""
+    items, logs = tmp_path / "items", tmp_path / "logs"
+    items.mkdir()
+    logs.mkdir()
+    settings.TASKHOSTER_ITEMS_DIR = items
+    settings.TASKHOSTER_LOGS_DIR = logs
+    return {"items": items, "logs": logs}
+
+
+@pytest.fixture
+def make_queue(db):
+    """A small factory: `make_queue("h.example", "q", lease_seconds=30)`."""
+    from queues.services import save_queue
+
+    def make(host: str = "task.example.com", name: str = "resize", **fields):
+        return save_queue(host, name, **fields)[0]
+
+    return make

@@ -1,0 +1,158 @@
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from queues.models import Host, Queue, QueueAccess
+from queues.tokens import find_token
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args):
+    from io import StringIO
+
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_createqueue_creates_host_and_queue_with_settings():
+    out = run(
+        "createqueue",
+        "task.example.com",
+        "resize",
+        "--queue-seconds",
+        "600",
+        "--lease-seconds",
+        "30",
+        "--retain-from",
+        "fetched",
+        "--archive-payloads",
+        "--max-attempts",
+        "3",
+        "--max-pending",
+        "100",
+        "--public-post",
+    )
+    assert "created queue task.example.com/resize" in out
+    queue = Queue.objects.get(host__name="task.example.com", name="resize")
+    assert (queue.queue_seconds, queue.lease_seconds, queue.retain_from) == (600, 30, "fetched")
+    assert queue.archive_payloads and queue.public_post
+    assert (queue.max_attempts, queue.max_pending) == (3, 100)
+
+
+def test_createqueue_updates_only_the_given_settings():
+    run("createqueue", "task.example.com", "resize", "--lease-seconds", "30", "--public-post")
+    out = run(
+        "createqueue", "task.example.com", "resize", "--queue-seconds", "900", "--no-public-post"
+    )
+    assert "updated queue" in out
+    queue = Queue.objects.get()
+    assert (queue.queue_seconds, queue.lease_seconds, queue.public_post) == (900, 30, False)
+    assert Host.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["Bad_Host", "q"], "not a DNS host name"),
+        (["h.example", "Bad/Queue"], "not a queue name"),
+        (["h.example", "q", "--queue-seconds", "10", "--lease-seconds", "60"], "outlives"),
+        (["h.example", "q", "--max-attempts", "9"], "max_attempts"),
+    ],
+)
+def test_createqueue_refuses_bad_input_and_writes_nothing(args, message):
+    with pytest.raises(CommandError, match=message):
+        run("createqueue", *args)
+    assert not Queue.objects.exists()
+    assert not Host.objects.exists()
+
+
+def test_grant_creates_the_user_and_the_role(make_queue):
+    make_queue("task.example.com", "resize")
+    out = run("grant", "bob", "task.example.com/resize", "worker")
+    assert "granted" in out
+    access = QueueAccess.objects.get()
+    assert (access.user.username, access.role) == ("bob", "worker")
+    assert not access.user.has_usable_password()
+    assert "already granted" in run("grant", "bob", "task.example.com/resize", "worker")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bob", "task.example.com/resize", "admin"], "Unknown role"),
+        (["bob", "task.example.com/nope", "worker"], "no queue"),
+        (["bob", "other.example.com/resize", "worker"], "no queue"),
+        (["bob", "task.example.com", "worker"], "not HOST/QUEUE"),
+        (["bob", "/resize", "worker"], "not HOST/QUEUE"),
+    ],
+)
+def test_grant_refuses_bad_input(make_queue, args, message):
+    make_queue("task.example.com", "resize")
+    with pytest.raises(CommandError, match=message):
+        run("grant", *args)
+    assert not QueueAccess.objects.exists()
+
+
+def test_createtoken_prints_a_working_token_once():
+    user = User.objects.create(username="alice")
+    token = run("createtoken", "alice", "--name", "box-1").strip()
+    found = find_token(token)
+    assert found is not None and found.user == user and found.name == "box-1"
+    assert found.expires_at is None
+    second = run("createtoken", "alice").strip()
+    assert second != token
+
+
+def test_createtoken_with_expiry():
+    User.objects.create(username="alice")
+    token = run("createtoken", "alice", "--expires-days", "2").strip()
+    assert find_token(token).expires_at is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["nobody"], "no user"), (["alice", "--expires-days", "0"], "at least 1")],
+)
+def test_createtoken_refuses_bad_input(args, message):
+    User.objects.create(username="alice")
+    with pytest.raises(CommandError, match=message):
+        run("createtoken", *args)
+
+
+def test_bootstrap_creates_admin_once_and_a_demo_queue(monkeypatch):
+    monkeypatch.delenv("TASKHOSTER_ADMIN_PASSWORD", raising=False)
+    out = run("bootstrap")
+    password = out.split("password: ")[1].split()[0]
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser and admin.check_password(password)
+    assert Queue.objects.filter(host__name="demo.localhost", name="demo").exists()
+    again = run("bootstrap")
+    assert "password" not in again
+
+
+def test_bootstrap_reads_the_admin_password_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TASKHOSTER_ADMIN_PASSWORD", "correct horse battery staple")
+    out = run("bootstrap")
+    assert "correct horse" not in out
+    assert User.objects.get(username="admin").check_password("correct horse battery staple")
+
+
+def test_commands_fail_with_a_nonzero_exit_in_a_real_process(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {"PATH": "/usr/bin:/bin", "TASKHOSTER_VAR_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True)
+    bad = subprocess.run(
+        [sys.executable, "manage.py", "grant", "bob", "x.example/q", "chef"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1
+    assert "Unknown role" in bad.stderr
