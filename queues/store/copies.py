@@ -1,0 +1,101 @@
+"""Finding a task's copies, choosing the one that counts, and changing it under its lock.
+
+A content-first move can leave a task in two directories; the copy with the highest `rev` wins
+for reads, claims and the sweep alike. A change locks the winning file (flock on its inode), checks
+the name still points at that inode, writes the new record, and only then releases: a second
+writer that waited finds the name replaced or gone and starts again from the new state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import orjson
+
+from . import files, paths
+from .errors import CorruptRecord, NotFound, StorageUnavailable
+from .paths import QueueDirs
+from .records import Task
+
+_PRECEDENCE = {"done": 0, "processing": 1, "pending": 2}  # ties (never written by us) go to done
+
+
+@dataclass(frozen=True)
+class Copy:
+    directory: str
+    task: Task
+
+
+def parse(data: bytes) -> Task:
+    try:
+        return Task.from_record(orjson.loads(data))
+    except orjson.JSONDecodeError as exc:
+        raise CorruptRecord("A task file is not JSON.") from exc
+
+
+def read_copy(qd: QueueDirs, directory: str, task_id: str) -> Task | None:
+    """The record in one directory; None when absent. Raises CorruptRecord (symlinks too)."""
+    try:
+        data = files.read_at(qd.fd(directory), paths.task_file(task_id))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: a symlink planted in the store is never followed
+        raise CorruptRecord(f"Task file {task_id} cannot be read: {exc.strerror}.") from exc
+    return parse(data)
+
+
+def copies(qd: QueueDirs, task_id: str) -> list[Copy]:
+    """Every readable copy, the winner first. Corrupt copies are left for the sweep."""
+    found = []
+    for directory in paths.STATE_DIRS:
+        try:
+            task = read_copy(qd, directory, task_id)
+        except CorruptRecord:
+            continue
+        if task is not None and task.id == task_id:
+            found.append(Copy(directory, task))
+    found.sort(key=lambda c: (c.task.rev, _PRECEDENCE[c.directory]), reverse=True)
+    return found
+
+
+def winner(qd: QueueDirs, task_id: str) -> Copy:
+    found = copies(qd, task_id)
+    if not found:
+        raise NotFound()
+    return found[0]
+
+
+@contextmanager
+def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
+    """The winning copy, locked against every other writer for the duration of the block."""
+    for _ in range(100):
+        best = winner(qd, task_id)
+        try:
+            fd = files.lock_at(qd.fd(best.directory), paths.task_file(task_id), block=True)
+        except FileNotFoundError:
+            continue  # moved between the read and the lock: look again
+        if fd is None:
+            continue
+        try:
+            task = parse(files.read_fd(fd))
+            if task.rev != best.task.rev:
+                continue  # rewritten between the read and the lock: look again
+            yield Copy(best.directory, task)
+            return
+        finally:
+            os.close(fd)
+    raise StorageUnavailable(f"Task {task_id} kept changing; try again.")
+
+
+def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
+    """Write `new` over the copy in `source`: in place, or moved content first to its directory."""
+    target = new.status.directory
+    name = paths.task_file(new.id)
+    data = orjson.dumps(new.to_record())
+    if target == source:
+        files.write_durable(qd.fd(target), name, data, fsync=fsync)
+    else:
+        files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)

@@ -1,0 +1,230 @@
+"""Every system call that changes the disk, in one place, so durability reads in one screen.
+
+Each call passes through `FAULTS.step(kind)` first: tests set `FAULTS` in a child process to make
+the k-th call fail with an errno or end the process with `os._exit`, without mocking `os`.
+Only EIO/ENOSPC-like errors become StorageUnavailable; a lost race (FileNotFoundError,
+FileExistsError) propagates for the caller to treat as "someone else changed it".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import secrets
+from dataclasses import dataclass, field
+
+from .errors import StorageUnavailable
+
+TEMP_PREFIX = ".tmp-"  # never ends in .json, so listings of task files never see a temp file
+_STORAGE_ERRNOS = {errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+_OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+@dataclass
+class Faults:
+    """A test hook: counts each disk-changing call and can fail or exit at a chosen one."""
+
+    calls: int = 0
+    exit_at: int = 0  # os._exit(137) at this call number (1-based), 0 = never
+    fail_at: int = 0  # raise OSError(fail_errno) at the n-th call of fail_kind (or of any kind)
+    fail_kind: str | None = None
+    fail_errno: int = errno.EIO
+    kinds: list[str] = field(default_factory=list)  # the calls made, for tests that enumerate them
+    _matching: int = 0
+
+    def step(self, kind: str) -> None:
+        self.calls += 1
+        self.kinds.append(kind)
+        if self.exit_at == self.calls:
+            os._exit(137)
+        if self.fail_at and (self.fail_kind is None or self.fail_kind == kind):
+            self._matching += 1
+            if self._matching == self.fail_at:
+                raise OSError(self.fail_errno, f"injected {os.strerror(self.fail_errno)}")
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+FAULTS = Faults()
+
+
+def _storage(exc: OSError) -> OSError | StorageUnavailable:
+    if exc.errno in _STORAGE_ERRNOS:
+        return StorageUnavailable(f"The store could not write: {exc.strerror}.")
+    return exc
+
+
+def _call(kind: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    try:
+        FAULTS.step(kind)
+        return fn(*args, **kwargs)
+    except OSError as exc:
+        raise _storage(exc) from exc
+
+
+def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
+    """Write `data` to a fresh temp file in the directory; returns its name."""
+    name = TEMP_PREFIX + secrets.token_hex(8)
+    fd = _call("open", os.open, name, _OPEN_NEW, 0o644, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[_call("write", os.write, fd, view) :]
+        if fsync:
+            _call("fsync", os.fsync, fd)
+    except BaseException:
+        discard(dir_fd, name)
+        raise
+    finally:
+        os.close(fd)
+    return name
+
+
+def discard(dir_fd: int, name: str) -> None:
+    """Remove our own temp file after a failed write; the sweep removes any we cannot."""
+    # the original failure is what the caller must see; a temp we cannot remove is swept later
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+    """Rename the temp into place (replacing), then make the new name durable."""
+    try:
+        _call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        discard(dir_fd, temp)
+        raise
+    if fsync:
+        _call("fsync_dir", os.fsync, dir_fd)
+
+
+def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+    """Temp-then-rename, so no reader ever sees a half-written file."""
+    commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)
+
+
+def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+    """Give the temp its final name only if that name is free (FileExistsError otherwise)."""
+    try:
+        _call("link", os.link, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        discard(dir_fd, temp)
+    if fsync:
+        _call("fsync_dir", os.fsync, dir_fd)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+
+
+def rename_noreplace(src_fd: int, name: str, dst_fd: int) -> None:
+    """Move `name` between directories, never replacing an existing destination.
+
+    A plain rename would silently overwrite a leased copy left behind by a crash. Raises
+    FileNotFoundError when someone else moved the source first, FileExistsError when the
+    destination exists.
+    """
+    FAULTS.step("rename")
+    if _renameat2 is not None:
+        if _renameat2(src_fd, name.encode(), dst_fd, name.encode(), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL):
+            raise _storage(OSError(code, os.strerror(code), name))
+    try:  # the fallback: link fails with EEXIST, unlink of the source makes it a move
+        os.link(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+        os.unlink(name, dir_fd=src_fd)
+    except OSError as exc:
+        raise _storage(exc) from exc
+
+
+def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+    """Content first: write the destination durably, then unlink the source.
+
+    A crash between the two leaves the task in two directories; the copy with the higher rev
+    (this destination) wins and the sweep deletes the other.
+    """
+    write_durable(dst_fd, name, data, fsync=fsync)
+    unlink(src_fd, name, fsync=fsync)
+
+
+def unlink(dir_fd: int, name: str, *, fsync: bool) -> None:
+    _call("unlink", os.unlink, name, dir_fd=dir_fd)
+    if fsync:
+        _call("fsync_dir", os.fsync, dir_fd)
+
+
+def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
+    """Move a file (or a symlink, which is never followed) to a new name, e.g. quarantine."""
+    _call("rename", os.rename, name, new_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
+def make_dir(parent_fd: int, name: str) -> None:
+    with contextlib.suppress(FileExistsError):  # another process made it first: the same outcome
+        _call("mkdir", os.mkdir, name, 0o755, dir_fd=parent_fd)
+
+
+def open_append(path: str) -> int:
+    return int(
+        _call("open", os.open, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    )
+
+
+def append(fd: int, data: bytes, *, fsync: bool) -> None:
+    """One write on an O_APPEND descriptor, so lines from many processes never interleave."""
+    written = _call("append", os.write, fd, data)
+    if written != len(data):
+        raise StorageUnavailable("A log line was written only in part.")
+    if fsync:
+        _call("fsync", os.fdatasync, fd)
+
+
+def remove_file(path: str) -> None:
+    _call("unlink", os.unlink, path)
+
+
+def remove_dir(path: str) -> None:
+    _call("rmdir", os.rmdir, path)
+
+
+def read_at(dir_fd: int, name: str) -> bytes:
+    """Read a whole file without following a symlink (ELOOP: the caller treats it as corrupt)."""
+    fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    try:
+        return read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def read_fd(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def lock_at(dir_fd: int, name: str, *, block: bool) -> int | None:
+    """Lock the file now at `name` (flock on its inode) and return an open descriptor.
+
+    Returns None when the name no longer points at the inode we locked (someone replaced or
+    moved it while we waited) or, when not blocking, when another process holds the lock.
+    Raises FileNotFoundError when there is no such file.
+    """
+    fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        held = os.fstat(fd)
+        if (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
+            return fd
+    except (BlockingIOError, FileNotFoundError):
+        pass  # someone else holds it or moved it: a lost race, the caller skips
+    os.close(fd)
+    return None

@@ -1,0 +1,109 @@
+"""A per-process index of claim candidates, so a claim never lists and parses every pending file.
+
+It holds (priority, postedAt, availableAt) per pending id, learned from inotify names (or, without
+inotify, from a listing when the directory's mtime moves) and reads a record only for a name it
+has not seen. It is a hint: the claim re-reads the record under the task's lock, and entries whose
+rename fails are dropped lazily, so other processes posting and claiming keep it correct.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+
+import orjson
+
+from . import files, paths
+from .errors import CorruptRecord
+from .records import State, Task
+from .waiting import Subscription, Watcher
+
+
+class PendingIndex:
+    def __init__(self, dir_fd: int, proc_path: str, watcher: Watcher) -> None:
+        self._fd = dir_fd
+        # id -> (-priority, postedAt, availableAt, retrying): what the heaps are checked against
+        self.entries: dict[str, tuple[int, int, int, bool]] = {}
+        self._ready: list[tuple[int, int, str]] = []  # (-priority, postedAt, id)
+        self._delayed: list[tuple[int, str]] = []  # (availableAt, id)
+        self._taken: dict[str, tuple[int, int, int, bool]] = {}  # ids a claim is trying now
+        self._sub: Subscription | None = watcher.subscribe(proc_path)
+        self._mtime = -1
+
+    def refresh(self) -> None:
+        if self._sub is not None:
+            overflowed, names = self._sub.drain()
+            if not overflowed:
+                for name in names:
+                    task_id = paths.task_id_of(name)
+                    if task_id is not None:
+                        self.learn(task_id)
+                return
+        else:
+            mtime = os.stat(self._fd).st_mtime_ns
+            if mtime == self._mtime:
+                return
+            self._mtime = mtime
+        self._rescan()
+
+    def _rescan(self) -> None:
+        present = set()
+        for entry in os.scandir(self._fd):
+            task_id = paths.task_id_of(entry.name)
+            if task_id is not None:
+                present.add(task_id)
+                if task_id not in self.entries:
+                    self.learn(task_id)
+        for task_id in set(self.entries) - present:
+            del self.entries[task_id]
+
+    def learn(self, task_id: str) -> None:
+        try:
+            task = Task.from_record(orjson.loads(files.read_at(self._fd, paths.task_file(task_id))))
+        except (OSError, ValueError, CorruptRecord):
+            self.entries.pop(task_id, None)  # gone, or corrupt: the sweep quarantines it
+            return
+        if task.status is State.PENDING:
+            self.add(task)
+
+    def add(self, task: Task) -> None:
+        retrying = task.attempts > 0 and task.available_at > task.updated_at
+        key = (-task.priority, task.posted_at, task.available_at, retrying)
+        if self.entries.get(task.id) == key:
+            return
+        self.entries[task.id] = key
+        heapq.heappush(self._ready, (key[0], key[1], task.id))
+
+    def take(self, now: int) -> str | None:
+        """Remove and return the best claimable id (priority, then oldest), or None."""
+        while self._delayed and self._delayed[0][0] <= now:
+            _, task_id = heapq.heappop(self._delayed)
+            key = self.entries.get(task_id)
+            if key is not None:
+                heapq.heappush(self._ready, (key[0], key[1], task_id))
+        while self._ready:
+            neg_priority, posted_at, task_id = heapq.heappop(self._ready)
+            key = self.entries.get(task_id)
+            if key is None or key[:2] != (neg_priority, posted_at):
+                continue  # a stale heap entry: the id left, or came back with new values
+            if key[2] > now:
+                heapq.heappush(self._delayed, (key[2], task_id))
+                continue
+            self._taken[task_id] = self.entries.pop(task_id)
+            return task_id
+        return None
+
+    def give_back(self, task_id: str) -> None:
+        """A taken id the claim could not settle (another process held it): still a candidate."""
+        key = self._taken.pop(task_id, None)
+        if key is not None and task_id not in self.entries:
+            self.entries[task_id] = key
+            heapq.heappush(self._ready, (key[0], key[1], task_id))
+
+    def forget(self, task_id: str) -> None:
+        self._taken.pop(task_id, None)
+        self.entries.pop(task_id, None)
+
+    def next_due(self) -> int | None:
+        """When the earliest delayed candidate becomes claimable (for waiting claims)."""
+        return min((at for at, task_id in self._delayed if task_id in self.entries), default=None)

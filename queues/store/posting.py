@@ -1,0 +1,154 @@
+"""Checks on a post, and writing a new task (with its Idempotency-Key, when it has one)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import orjson
+
+from . import copies, files, paths
+from .errors import (
+    IdempotencyKeyReused,
+    InvalidItem,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    QueueFull,
+    StorageUnavailable,
+)
+from .paths import QueueDirs
+from .records import Task
+from .settings import QueueSettings
+
+
+def check_size(which: str, body: Any, settings: QueueSettings) -> int:
+    try:
+        size = len(orjson.dumps(body))
+    except TypeError as exc:  # e.g. an integer beyond 64 bits
+        raise InvalidRequest(f"The {which} cannot be stored as JSON: {exc}.") from exc
+    if size > settings.max_item_bytes:
+        raise PayloadTooLarge(which, size, settings.max_item_bytes)
+    return size
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: bytes) -> Any:
+    schema = orjson.loads(schema_json)
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def check_item(item: Any, settings: QueueSettings) -> None:
+    if not isinstance(item, dict):
+        raise InvalidItem("The item must be a JSON object.")
+    check_size("item", item, settings)
+    if settings.item_schema is not None:
+        validator = _validator(orjson.dumps(settings.item_schema, option=orjson.OPT_SORT_KEYS))
+        error = jsonschema.exceptions.best_match(validator.iter_errors(item))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(the item)"
+            raise InvalidItem(
+                f"The item does not match the queue's schema at {where}: {error.message}"
+            )
+
+
+def check_options(settings: QueueSettings, priority: Any, delay: Any, key: str | None) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -100 <= priority <= 100:
+        raise InvalidRequest("priority must be an integer from -100 to 100.")
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int)
+        or not 0 <= delay <= settings.queue_seconds
+    ):
+        raise InvalidRequest(
+            f"delay must be an integer from 0 to {settings.queue_seconds} seconds."
+        )
+    if key is not None and not (
+        isinstance(key, str)
+        and 1 <= len(key) <= 255
+        and key.isascii()
+        and key.isprintable()
+        and " " not in key
+    ):
+        raise InvalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
+
+
+def check_room(pending: int, settings: QueueSettings) -> None:
+    if pending >= settings.max_pending:
+        raise QueueFull(retry_after=max(1, min(settings.lease_seconds, 60)))
+
+
+def item_hash(item: Any) -> str:
+    return hashlib.sha256(orjson.dumps(item, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def write_new(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
+    """Write a new pending task durably; with an Idempotency-Key, return the first post's task
+    instead when the key exists.
+
+    The key is created exclusively (a hard link), so two concurrent posts with one key make one
+    task. It holds the whole record, so a key whose task is not written yet (its poster is between
+    the two writes, or crashed there) is completed from the key rather than posted twice.
+    """
+    data = orjson.dumps(task.to_record())
+    if task.idempotency_key is None:
+        files.write_durable(qd.fd("pending"), paths.task_file(task.id), data, fsync=fsync)
+        return None
+    keys = qd.fd(paths.KEYS_DIR)
+    key_name = paths.key_file(task.posted_by, task.idempotency_key)
+    key_data = orjson.dumps(
+        {"id": task.id, "item": item_hash(task.item), "record": task.to_record()}
+    )
+    for _ in range(3):
+        try:
+            files.publish_new(
+                keys, files.write_temp(keys, key_data, fsync=fsync), key_name, fsync=fsync
+            )
+        except FileExistsError:
+            prior = _replay(qd, key_name, task, fsync=fsync)
+            if prior is not None:
+                return prior
+            continue  # the key was cleaned in between: take it
+        _write_once(qd, task.id, data, fsync=fsync)
+        return None
+    raise StorageUnavailable("The idempotency key kept changing; try again.")
+
+
+def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: bool) -> None:
+    pending = qd.fd("pending")
+    temp = files.write_temp(pending, data, fsync=fsync)
+    # FileExistsError: a replaying poster completed it from the key first, with the same record
+    with contextlib.suppress(FileExistsError):
+        files.publish_new(pending, temp, paths.task_file(task_id), fsync=fsync)
+
+
+def _replay(qd: QueueDirs, key_name: str, task: Task, *, fsync: bool) -> Task | None:
+    """The task of the key's first post, or None if the key is gone (its task was cleaned)."""
+    try:
+        key = orjson.loads(files.read_at(qd.fd(paths.KEYS_DIR), key_name))
+    except FileNotFoundError:
+        return None
+    if key.get("item") != item_hash(task.item):
+        raise IdempotencyKeyReused()
+    try:
+        return copies.winner(qd, key["id"]).task
+    except NotFound:
+        first = Task.from_record(key["record"])
+        _write_once(qd, first.id, orjson.dumps(key["record"]), fsync=fsync)
+        return copies.winner(qd, first.id).task
+
+
+def remove_key(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
+    """Drop a cleaned task's key, if it is still this task's."""
+    if task.idempotency_key is None:
+        return
+    keys = qd.fd(paths.KEYS_DIR)
+    name = paths.key_file(task.posted_by, task.idempotency_key)
+    try:
+        if orjson.loads(files.read_at(keys, name)).get("id") == task.id:
+            files.unlink(keys, name, fsync=fsync)
+    except FileNotFoundError:
+        pass  # already gone

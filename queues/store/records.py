@@ -1,0 +1,206 @@
+"""The task record: a frozen value, its on-disk JSON shape, and the table of transitions."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from .errors import CorruptRecord, InvalidTransition
+
+
+class State(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def directory(self) -> str:
+        """The state directory the record lives in: the directory is the status."""
+        return self.value if self in (State.PENDING, State.PROCESSING) else "done"
+
+    @property
+    def terminal(self) -> bool:
+        return self.directory == "done"
+
+
+# (from, to) -> the event it logs (None: a recorded change with no event line). Everything else
+# is refused with InvalidTransition and changes nothing.
+TRANSITIONS: dict[tuple[State, State], str | None] = {
+    (State.PENDING, State.PROCESSING): "claimed",
+    (State.PROCESSING, State.PROCESSING): "progress",
+    (State.PROCESSING, State.FINISHED): "result",
+    (State.PROCESSING, State.FAILED): "failed",
+    (State.PENDING, State.FAILED): "timeout",
+    (State.PROCESSING, State.PENDING): "requeue",
+    (State.PENDING, State.CANCELLED): "cancelled",
+    (State.PROCESSING, State.CANCELLED): "cancelled",
+    (State.FAILED, State.PENDING): "retried",
+    (State.CANCELLED, State.PENDING): "retried",
+    (State.FINISHED, State.FINISHED): "fetched",
+    (State.FAILED, State.FAILED): "fetched",
+    (State.CANCELLED, State.CANCELLED): "fetched",
+}
+
+
+def check_transition(task_id: str, source: State, target: State) -> None:
+    if (source, target) not in TRANSITIONS:
+        raise InvalidTransition(task_id, source.value, target.value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    worker: str
+    until: int
+
+
+# snake_case attribute -> the specification's camelCase name
+_SPEC = {
+    "id": "id",
+    "host": "host",
+    "queue": "queue",
+    "status": "status",
+    "item": "item",
+    "posted_by": "postedBy",
+    "posted_at": "postedAt",
+    "updated_at": "updatedAt",
+    "attempts": "attempts",
+    "lease": "lease",
+    "progress": "progress",
+    "result": "result",
+    "error": "error",
+    "finished_at": "finishedAt",
+    "fetched_at": "fetchedAt",
+}
+# taskhoster's extensions: written only when set (differs from the default)
+_EXT = {
+    "rev": "rev",
+    "priority": "priority",
+    "available_at": "availableAt",
+    "max_attempts": "maxAttempts",
+    "idempotency_key": "idempotencyKey",
+    "cancel_requested": "cancelRequested",
+    "last_error": "lastError",
+}
+_STATUS_VIEW = (
+    "id",
+    "host",
+    "queue",
+    "status",
+    "attempts",
+    "progress",
+    "result",
+    "error",
+    "postedAt",
+    "updatedAt",
+    "finishedAt",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    id: str
+    host: str
+    queue: str
+    status: State
+    item: dict[str, Any]
+    posted_by: str | None
+    posted_at: int
+    updated_at: int
+    attempts: int = 0
+    lease: Lease | None = None
+    progress: Any = None
+    result: Any = None
+    error: str | None = None
+    finished_at: int | None = None
+    fetched_at: int | None = None
+    rev: int = 0
+    priority: int = 0
+    available_at: int = 0
+    max_attempts: int = 0
+    idempotency_key: str | None = None
+    cancel_requested: bool = False
+    last_error: Any = None
+
+    def replace(self, **changes: Any) -> Task:
+        """A copy with `changes` and the next revision (every write raises rev by one)."""
+        return dataclasses.replace(self, rev=self.rev + 1, **changes)
+
+    def to_record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for attr, name in _SPEC.items():
+            out[name] = getattr(self, attr)
+        out["status"] = self.status.value
+        if self.lease is not None:
+            out["lease"] = {"worker": self.lease.worker, "until": self.lease.until}
+        for attr, name in _EXT.items():
+            value = getattr(self, attr)
+            if value not in (None, 0, False):
+                out[name] = value
+        return out
+
+    def status_view(self) -> dict[str, Any]:
+        record = self.to_record()
+        view = {name: record[name] for name in _STATUS_VIEW}
+        view.update({name: record[name] for name in _EXT.values() if name in record})
+        return view
+
+    @classmethod
+    def from_record(cls, data: Any) -> Task:
+        try:
+            return cls(**_parse(data))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptRecord(f"Not a task record: {exc}") from exc
+
+
+def _parse(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise TypeError("record is not an object")
+    unknown = set(data) - set(_SPEC.values()) - set(_EXT.values())
+    if unknown:
+        raise ValueError(f"unknown fields {sorted(unknown)}")
+    values = {attr: data[name] for attr, name in _SPEC.items()}
+    values.update({attr: data[name] for attr, name in _EXT.items() if name in data})
+    values["status"] = State(values["status"])
+    _check_types(values)
+    lease = values["lease"]
+    if lease is not None:
+        if not isinstance(lease, dict) or set(lease) != {"worker", "until"}:
+            raise TypeError("lease must be {worker, until}")
+        values["lease"] = Lease(worker=_str(lease["worker"]), until=_int(lease["until"]))
+    return values
+
+
+def _check_types(v: dict[str, Any]) -> None:
+    for name in ("id", "host", "queue"):
+        _str(v[name])
+    if not isinstance(v["item"], dict):
+        raise TypeError("item must be an object")
+    for name in ("posted_at", "updated_at", "attempts"):
+        _int(v[name])
+    for name in ("finished_at", "fetched_at"):
+        if v[name] is not None:
+            _int(v[name])
+    for name in ("rev", "priority", "available_at", "max_attempts"):
+        if name in v:
+            _int(v[name])
+    for name in ("posted_by", "error", "idempotency_key"):
+        if v.get(name) is not None:
+            _str(v[name])
+    if not isinstance(v.get("cancel_requested", False), bool):
+        raise TypeError("cancelRequested must be a boolean")
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string")
+    return value

@@ -1,0 +1,47 @@
+"""Plain settings values: one queue's settings and the store's own. No Django here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueSettings:
+    """One queue's settings (store.md's table). The console's Queue model translates into this."""
+
+    queue_seconds: int = 86400
+    retain_seconds: int = 3600
+    retain_from: str = "finished"  # or "fetched"
+    max_retain_seconds: int = 7 * 86400  # under "fetched": an unfetched result still goes
+    archive_payloads: bool = False
+    lease_seconds: int = 60
+    max_attempts: int = 0  # 0 = no budget; otherwise clamped to 1..8
+    backoff_seconds: int = 5  # first retry delay, times backoff_factor per further attempt
+    backoff_factor: int = 4
+    backoff_cap_seconds: int = 300
+    max_item_bytes: int = 65536
+    max_pending: int = 0  # 0 = unbounded
+    item_schema: dict[str, Any] | None = None  # a JSON Schema every posted item must satisfy
+    public_post: bool = False
+    paused: bool = False
+
+    def attempt_budget(self) -> int:
+        """The effective budget: 0 for none, else maxAttempts clamped to 1..8."""
+        return 0 if self.max_attempts <= 0 else min(self.max_attempts, 8)
+
+    def backoff_ms(self, attempts: int) -> int:
+        """Delay before the attempt after `attempts` failed ones."""
+        seconds: int = self.backoff_seconds * self.backoff_factor ** min(max(attempts - 1, 0), 32)
+        return min(seconds, self.backoff_cap_seconds) * 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """Where the store lives and how hard it syncs."""
+
+    items_dir: Path
+    logs_dir: Path
+    fsync: bool = True
+    log_retain_days: int = 21

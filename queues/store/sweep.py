@@ -1,0 +1,281 @@
+"""The sweep: queue timeout, then lease timeout, then retention, over every live queue.
+
+It also reconciles what a crash can leave behind (two copies of a task: the highest rev wins,
+the others are deleted; stale temp files) and quarantines corrupt or symlinked task files. Every
+change locks the task file first (without waiting), so it is safe beside any number of API calls
+and other sweeps; one `sweep_all` runs at a time under a non-blocking flock at the items root.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
+
+from . import copies, files, paths, posting
+from .errors import CorruptRecord, StoreError
+from .paths import QueueDirs
+from .records import State, Task
+from .settings import QueueSettings
+
+if TYPE_CHECKING:
+    from .store import QueueStore
+
+STALE_TEMP_MS = 60_000  # a temp file this old belongs to a writer that died
+
+
+@dataclass
+class SweepReport:
+    skipped: bool = False  # another sweep held the lock
+    queues: int = 0
+    timeout: int = 0
+    requeue: int = 0
+    failed: int = 0  # lapsed leases past the attempt budget
+    cleaned: int = 0
+    reconciled: int = 0  # losing copies deleted
+    quarantined: int = 0
+    temp_removed: int = 0
+    logs_pruned: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: SweepReport) -> None:
+        for f in fields(self):
+            if f.type == "int":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        self.errors += other.errors
+
+    def counts(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.type == "int"}
+
+
+def sweep_queue(
+    store: QueueStore, host: str, queue: str, settings: QueueSettings, *, now: int
+) -> SweepReport:
+    report = SweepReport(queues=1)
+    qd = store.dirs(host, queue)
+    _remove_temps(qd, now, report)
+    listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
+    with store.lock:
+        known = dict(store.index(qd).entries)
+    for task_id in sorted(set().union(*listed.values())):
+        where = [d for d in paths.STATE_DIRS if task_id in listed[d]]
+        fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
+        if where == ["pending"] and fresh:
+            continue  # the index knows its postedAt: no need to read the file
+        best = _settle(store, qd, task_id, where, now, report)
+        if best is not None:
+            _apply_rules(store, qd, best, settings, now, report)
+    return report
+
+
+def _list(qd: QueueDirs, directory: str) -> set[str]:
+    return {i for e in os.scandir(qd.fd(directory)) if (i := paths.task_id_of(e.name))}
+
+
+def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
+    for directory in (*paths.STATE_DIRS, paths.KEYS_DIR):
+        fd = qd.fd(directory)
+        for entry in os.scandir(fd):
+            if not entry.name.startswith(files.TEMP_PREFIX):
+                continue
+            if entry.stat(follow_symlinks=False).st_mtime * 1000 < now - STALE_TEMP_MS:
+                try:
+                    files.unlink(fd, entry.name, fsync=False)
+                    report.temp_removed += 1
+                except FileNotFoundError:
+                    pass  # its writer finished after all
+
+
+def _settle(
+    store: QueueStore, qd: QueueDirs, task_id: str, where: list[str], now: int, report: SweepReport
+) -> copies.Copy | None:
+    """Read every copy; quarantine corrupt ones; delete all but the highest rev."""
+    found = []
+    for directory in where:
+        try:
+            task = copies.read_copy(qd, directory, task_id)
+        except CorruptRecord:
+            _quarantine(store, qd, directory, task_id, now, report)
+            continue
+        if task is not None and task.id == task_id:
+            found.append(copies.Copy(directory, task))
+        elif task is not None:  # a record under another id's name
+            _quarantine(store, qd, directory, task_id, now, report)
+    if not found:
+        return None
+    found.sort(key=lambda c: (c.task.rev, copies._PRECEDENCE[c.directory]), reverse=True)
+    for loser in found[1:]:
+        if _locked_unlink(store, qd, loser):
+            report.reconciled += 1
+    return found[0]
+
+
+def _locked_unlink(store: QueueStore, qd: QueueDirs, c: copies.Copy) -> bool:
+    """Delete a copy unless someone holds it or changed it since we read it."""
+    fd = _try_lock(qd, c)
+    if fd is None:
+        return False
+    try:
+        files.unlink(qd.fd(c.directory), paths.task_file(c.task.id), fsync=store.fsync)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _try_lock(qd: QueueDirs, c: copies.Copy) -> int | None:
+    try:
+        fd = files.lock_at(qd.fd(c.directory), paths.task_file(c.task.id), block=False)
+    except FileNotFoundError:
+        return None
+    if fd is not None and copies.parse(files.read_fd(fd)).rev != c.task.rev:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _quarantine(
+    store: QueueStore, qd: QueueDirs, directory: str, task_id: str, now: int, report: SweepReport
+) -> None:
+    """Move a corrupt or symlinked file aside (never following it) and log it."""
+    try:
+        files.rename_aside(
+            qd.fd(directory),
+            paths.task_file(task_id),
+            qd.fd(paths.QUARANTINE_DIR),
+            f"{task_id}.{directory}.{now}",
+        )
+    except FileNotFoundError:
+        return
+    store.log.quarantined(qd.host, qd.queue, task_id, now=now)
+    report.quarantined += 1
+
+
+def _apply_rules(
+    store: QueueStore,
+    qd: QueueDirs,
+    best: copies.Copy,
+    settings: QueueSettings,
+    now: int,
+    report: SweepReport,
+) -> None:
+    task = best.task
+    if best.directory != "done" and now - task.posted_at > settings.queue_seconds * 1000:
+        new = task.replace(
+            status=State.FAILED, error="timeout", lease=None, updated_at=now, finished_at=now
+        )
+        _change(store, qd, best, new, "timeout", now, settings, archive={"error": "timeout"})
+        report.timeout += 1
+    elif best.directory == "processing" and task.status is State.PENDING:
+        # a claim that crashed between its rename and its rewrite: the attempt never began
+        if _change(store, qd, best, task.replace(updated_at=now), "requeue", now, settings):
+            report.requeue += 1
+    elif best.directory == "processing" and task.lease is not None and task.lease.until <= now:
+        if task.max_attempts and task.attempts >= task.max_attempts:
+            new = task.replace(
+                status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
+            )
+            report.failed += _change(
+                store, qd, best, new, "failed", now, settings, archive={"error": "attempts"}
+            )
+        else:
+            new = task.replace(status=State.PENDING, lease=None, updated_at=now)
+            report.requeue += _change(store, qd, best, new, "requeue", now, settings)
+    elif best.directory == "done" and _retention_over(task, settings, now):
+        report.cleaned += _clean(store, qd, best, now)
+
+
+def _change(
+    store: QueueStore,
+    qd: QueueDirs,
+    best: copies.Copy,
+    new: Task,
+    event: str,
+    now: int,
+    settings: QueueSettings,
+    archive: dict[str, str] | None = None,
+) -> bool:
+    fd = _try_lock(qd, best)
+    if fd is None:
+        return False  # a worker or another sweep is changing it: next sweep
+    try:
+        worker = best.task.lease.worker if best.task.lease else None
+        if new.status is State.PENDING and best.task.status is State.PENDING:
+            copies.commit(qd, best.directory, new, fsync=store.fsync)  # an interrupted claim
+            store.log.append(new, event, now=now, worker=worker)
+        else:
+            store.apply(
+                qd,
+                best.directory,
+                best.task,
+                new,
+                event,
+                now=now,
+                worker=worker,
+                archive=archive,
+                settings=settings,
+            )
+        return True
+    finally:
+        os.close(fd)
+
+
+def _retention_over(task: Task, settings: QueueSettings, now: int) -> bool:
+    finished = task.finished_at if task.finished_at is not None else task.updated_at
+    if settings.retain_from == "fetched":
+        if task.fetched_at is None:
+            return now >= finished + settings.max_retain_seconds * 1000
+        return now >= task.fetched_at + settings.retain_seconds * 1000
+    return now >= finished + settings.retain_seconds * 1000
+
+
+def _clean(store: QueueStore, qd: QueueDirs, best: copies.Copy, now: int) -> bool:
+    fd = _try_lock(qd, best)
+    if fd is None:
+        return False
+    try:
+        # the key goes first: a crash in between leaves a task without a key, never a key
+        # that would bring a cleaned task back
+        posting.remove_key(qd, best.task, fsync=store.fsync)
+        files.unlink(qd.fd("done"), paths.task_file(best.task.id), fsync=store.fsync)
+    finally:
+        os.close(fd)
+    store.log.append(best.task, "cleaned", now=now)
+    return True
+
+
+def sweep_all(
+    store: QueueStore,
+    settings_for: Callable[[str, str], QueueSettings | None],
+    *,
+    now: int | None = None,
+) -> SweepReport:
+    """Sweep every queue on disk that has settings; skipped if another sweep is running."""
+    from .store import now_ms
+
+    now = now_ms(now)
+    lock = os.open(
+        paths.SWEEP_LOCK,
+        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=store.root_fd,
+    )
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return SweepReport(skipped=True)
+        report = SweepReport()
+        for host, queue in store.queues():
+            settings = settings_for(host, queue)
+            if settings is None:
+                continue  # not a configured queue: leave its files alone
+            try:
+                report.add(sweep_queue(store, host, queue, settings, now=now))
+            except StoreError as exc:
+                report.errors.append(f"{host}/{queue}: {exc.detail}")
+        report.logs_pruned = store.log.prune(now=now, retain_days=store.config.log_retain_days)
+        return report
+    finally:
+        os.close(lock)
