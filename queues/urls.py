@@ -1,8 +1,27 @@
-from django.urls import path
-from django.views.generic import RedirectView
+from django.urls import path, register_converter
+
+from queues import views
+from queues.converters import TaskIdConverter
 
 app_name = "queues"
+register_converter(TaskIdConverter, "task_id")
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False), name="home"),
+    path("", views.dashboard, name="home"),
+    path("console/queues.json", views.dashboard_json, name="dashboard-json"),
+    path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),
+    path("console/<str:host>/<str:queue>/pause", views.queue_pause, name="queue-pause"),
+    path("console/<str:host>/<str:queue>/<task_id:task_id>/", views.task_page, name="task"),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/cancel",
+        views.task_action,
+        {"action": "cancel"},
+        name="task-cancel",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/retry",
+        views.task_action,
+        {"action": "retry"},
+        name="task-retry",
+    ),
 ]

@@ -1,0 +1,68 @@
+"""The operators' console: thin views over queues.console."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from queues import console
+from queues.store import StoreError
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/dashboard.html", {"rows": console.dashboard(request.user)})
+
+
+@login_required
+def dashboard_json(request: HttpRequest) -> JsonResponse:
+    """The dashboard's numbers, refreshed by console.js every few seconds."""
+    return JsonResponse({"queues": [row.as_json() for row in console.dashboard(request.user)]})
+
+
+@login_required
+def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
+    found = console.operated_queue(request.user, host, queue)
+    status = request.GET.get("status") or None
+    page = _page_number(request.GET.get("page"))
+    tasks = console.queue_tasks(found, status=status, page=page)
+    last_page = max((tasks.count + console.PAGE_SIZE - 1) // console.PAGE_SIZE, 1)
+    return render(request, "console/queue.html", {
+        "queue": found, "tasks": tasks, "status": status, "statuses": console.STATUSES,
+        "page": page, "last_page": last_page,
+    })  # fmt: skip
+
+
+@login_required
+def task_page(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
+    found = console.operated_queue(request.user, host, queue)
+    task = console.task_of(found, task_id)
+    return render(request, "console/task.html", {"queue": found, "task": task})
+
+
+@login_required
+@require_POST
+def task_action(
+    request: HttpRequest, host: str, queue: str, task_id: str, action: str
+) -> HttpResponse:
+    found = console.operated_queue(request.user, host, queue)
+    try:
+        task = console.act_on_task(found, task_id, action)
+        messages.success(request, f"Task {task_id}: {action} done, now {task.status}.")
+    except StoreError as exc:
+        messages.error(request, f"Task {task_id}: {action} refused ({exc.code}): {exc}")
+    return redirect("queues:task", host=host, queue=queue, task_id=task_id)
+
+
+@login_required
+@require_POST
+def queue_pause(request: HttpRequest, host: str, queue: str) -> HttpResponse:
+    found = console.operated_queue(request.user, host, queue)
+    console.set_paused(found, request.POST.get("paused") == "1")
+    messages.success(request, f"{found} is {'paused' if found.paused else 'running'}.")
+    return redirect("queues:queue", host=host, queue=queue)
+
+
+def _page_number(raw: str | None) -> int:
+    return int(raw) if raw and raw.isdigit() and 0 < int(raw) < 1_000_000 else 1
