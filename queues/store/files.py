@@ -131,7 +131,10 @@ def rename_noreplace(src_fd: int, name: str, dst_fd: int) -> None:
     FileNotFoundError when someone else moved the source first, FileExistsError when the
     destination exists.
     """
-    FAULTS.step("rename")
+    try:
+        FAULTS.step("rename")
+    except OSError as exc:
+        raise _storage(exc) from exc
     if _renameat2 is not None:
         if _renameat2(src_fd, name.encode(), dst_fd, name.encode(), _RENAME_NOREPLACE) == 0:
             return

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import TYPE_CHECKING, Any
 
 from . import copies, files, paths
-from .errors import CorruptRecord, InvalidRequest, LeaseLost
+from .errors import CorruptRecord, InvalidRequest, LeaseLost, StorageUnavailable
 from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
@@ -105,8 +106,10 @@ def _claim_one(
             return "later" if task.status is State.PENDING else "gone"
         try:
             files.rename_noreplace(pending, name, qd.fd("processing"))
-        except (FileNotFoundError, FileExistsError):
-            return "gone"  # lost the race, or a crash left a copy there: the sweep reconciles
+        except FileNotFoundError:
+            return "gone"  # lost the race
+        except FileExistsError:
+            return "busy"  # a crash left a copy there: still a candidate once the sweep settles it
         newer = _newer_done(qd, task_id, task.rev)
         if newer:  # an interrupted move to done left this copy behind: it must not run again
             files.unlink(qd.fd("processing"), name, fsync=self.fsync)
@@ -117,9 +120,19 @@ def _claim_one(
             lease=Lease(worker=worker, until=until),
             updated_at=now,
         )
-        return self.apply(qd, "processing", task, new, "claimed", now=now, worker=worker)
+        try:
+            return self.apply(qd, "processing", task, new, "claimed", now=now, worker=worker)
+        except StorageUnavailable:
+            _undo_rename(qd, name)
+            raise
     finally:
         os.close(fd)
+
+
+def _undo_rename(qd: QueueDirs, name: str) -> None:
+    """The rewrite failed: put the untouched record back, so the old state stays visible."""
+    with contextlib.suppress(OSError, StorageUnavailable):  # else the sweep requeues it
+        files.rename_noreplace(qd.fd("processing"), name, qd.fd("pending"))
 
 
 def _newer_done(qd: QueueDirs, task_id: str, rev: int) -> bool:
