@@ -1,0 +1,269 @@
+"""A standard-library client for taskhoster's HTTP API (docs/client.md; the contract is api.md).
+
+One `Client` may be shared by threads: each thread keeps its own keep-alive connection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import select
+import threading
+import time
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+# A waiting request may legitimately take `wait` seconds before the server says a word.
+WAIT_MARGIN_SECONDS = 10.0
+RETRIES = 3  # for idempotent calls only: a repeated GET or keyed post changes nothing
+
+
+class ApiError(Exception):
+    """The server refused a request: `status`, api.md's `code`, and its `detail` sentence."""
+
+    def __init__(
+        self, status: int, code: str, detail: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.status, self.code, self.detail = status, code, detail
+        self.headers = headers or {}
+        super().__init__(f"{status} {code}: {detail}")
+
+
+class Client:
+    def __init__(self, base_url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be http(s)://host[:port][/prefix], not {base_url!r}")
+        self.scheme, self.netloc = parts.scheme, parts.netloc
+        self.prefix = parts.path.rstrip("/") + "/api/v1"
+        self.token, self.timeout = token, timeout
+        self._local = threading.local()
+
+    # -- producers --------------------------------------------------------------------------
+
+    def post(
+        self,
+        host: str,
+        queue: str,
+        item: dict[str, Any],
+        *,
+        delay: int | None = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Post a task; answers its status view (the original task on an idempotent replay)."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        query = {"delay": delay, "priority": priority}
+        return self._call("POST", _queue_path(host, queue, "tasks"), query=query, body=item,
+                          headers=headers, idempotent=idempotency_key is not None)  # fmt: skip
+
+    def get(
+        self,
+        host: str,
+        queue: str,
+        id: str,
+        *,
+        wait: float | None = None,
+        since: int | None = None,
+    ) -> dict[str, Any]:
+        """A task's status view; with `wait`, held until its updatedAt differs from `since`."""
+        return self._call("GET", _task_path(host, queue, id), query={"wait": wait, "since": since},
+                          idempotent=True, waits=wait or 0)  # fmt: skip
+
+    def list(
+        self,
+        host: str,
+        queue: str,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> dict[str, Any]:
+        """One page, newest first: `{"count", "next", "previous", "results"}`."""
+        query = {"status": status, "limit": limit, "offset": offset}
+        return self._call("GET", _queue_path(host, queue, "tasks"), query=query, idempotent=True)
+
+    def cancel(self, host: str, queue: str, id: str) -> dict[str, Any]:
+        return self._call("POST", _task_path(host, queue, id, "cancel"), body={})
+
+    def retry(self, host: str, queue: str, id: str) -> dict[str, Any]:
+        return self._call("POST", _task_path(host, queue, id, "retry"), body={})
+
+    # -- workers ----------------------------------------------------------------------------
+
+    def claim(
+        self,
+        host: str,
+        queue: str,
+        worker: str,
+        *,
+        wait: float = 0,
+        lease: int | None = None,
+        max: int | None = None,
+    ) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """The claimed task, or None when there was none within `wait`.
+
+        With `max`, a list of up to that many tasks (empty when there was none).
+        """
+        body: dict[str, Any] = {"worker": worker, "wait": wait}
+        if lease is not None:
+            body["lease"] = lease
+        if max is not None:
+            body["max"] = max
+        answer = self._call("POST", _queue_path(host, queue, "claim"), body=body, waits=wait)
+        if max is not None:
+            return list(answer["tasks"]) if answer else []
+        return answer or None
+
+    def progress(
+        self,
+        host: str,
+        queue: str,
+        id: str,
+        worker: str,
+        attempt: int,
+        progress: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Extend the lease (and record `progress` when given): `{"lease", "cancelRequested"}`."""
+        body: dict[str, Any] = {"worker": worker, "attempt": attempt}
+        if progress is not None:
+            body["progress"] = progress
+        return self._call("POST", _task_path(host, queue, id, "progress"), body=body)
+
+    def result(
+        self,
+        host: str,
+        queue: str,
+        id: str,
+        worker: str,
+        attempt: int,
+        result: Any,
+    ) -> dict[str, Any]:
+        body = {"worker": worker, "attempt": attempt, "result": result}
+        return self._call("POST", _task_path(host, queue, id, "result"), body=body)
+
+    def fail(
+        self,
+        host: str,
+        queue: str,
+        id: str,
+        worker: str,
+        attempt: int,
+        result: Any = None,
+        *,
+        retry: bool = False,
+        cancelled: bool = False,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"worker": worker, "attempt": attempt, "retry": retry,
+                                "cancelled": cancelled}  # fmt: skip
+        if result is not None:
+            body["result"] = result
+        return self._call("POST", _task_path(host, queue, id, "fail"), body=body)
+
+    # -- the wire ---------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        idempotent: bool = False,
+        waits: float = 0,
+    ) -> tuple[int, dict[str, str], Any]:
+        """One request: (status, headers, parsed JSON or None). Raises ApiError on 4xx/5xx.
+
+        Connection errors are retried only when `idempotent`: a claim or a result that
+        reached the server before the connection broke must not be sent twice.
+        """
+        target = self.prefix + path
+        pairs = {k: v for k, v in (query or {}).items() if v is not None}
+        if pairs:
+            target += "?" + urlencode(pairs)
+        sent = {"Accept": "application/json", **(headers or {})}
+        if self.token:
+            sent["Authorization"] = f"Bearer {self.token}"
+        payload = None
+        if body is not None:
+            payload = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+            sent["Content-Type"] = "application/json"
+        attempts = RETRIES if idempotent else 1
+        for attempt in range(attempts):
+            try:
+                status, got, data = self._exchange(method, target, payload, sent, waits)
+                break
+            except (ConnectionError, http.client.HTTPException, TimeoutError, OSError):
+                self._drop()
+                if attempt + 1 >= attempts:
+                    raise
+                time.sleep(0.1 * 2**attempt)
+        parsed = json.loads(data) if data else None
+        if status >= 400:
+            info = parsed if isinstance(parsed, dict) else {}
+            detail = str(info.get("detail", data[:200].decode(errors="replace")))
+            raise ApiError(status, str(info.get("code", "http_error")), detail, got)
+        return status, got, parsed
+
+    def _call(self, method: str, path: str, **options: Any) -> Any:
+        return self.request(method, path, **options)[2]
+
+    def _exchange(
+        self, method: str, target: str, payload: bytes | None, headers: dict[str, str], waits: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = self._connection()
+        conn.timeout = self.timeout + (waits + WAIT_MARGIN_SECONDS if waits else 0)
+        if conn.sock is not None:
+            conn.sock.settimeout(conn.timeout)
+        conn.request(method, target, body=payload, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        if response.will_close:
+            self._drop()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None and _closed_by_peer(conn.sock):
+            # The server closes idle keep-alive connections (gunicorn: after 2 s). Sending a
+            # non-idempotent request on one would fail, and could not safely be repeated.
+            self._drop()
+            conn = None
+        if conn is None:
+            cls = (
+                http.client.HTTPSConnection
+                if self.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            conn = self._local.conn = cls(self.netloc, timeout=self.timeout)
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
+
+    def close(self) -> None:
+        """Close this thread's connection (others close with their threads)."""
+        self._drop()
+
+
+def _closed_by_peer(sock: Any) -> bool:
+    """An idle keep-alive socket that is readable has been closed (or broken) by the server."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _queue_path(host: str, queue: str, tail: str) -> str:
+    # quote(safe=""): a name with "/" or ".." must stay one path segment (the server 404s it).
+    return f"/queues/{quote(host, safe='')}/{quote(queue, safe='')}/{tail}"
+
+
+def _task_path(host: str, queue: str, task_id: str, action: str | None = None) -> str:
+    path = _queue_path(host, queue, "tasks/" + quote(task_id, safe=""))
+    return path + "/" + action if action else path
