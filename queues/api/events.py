@@ -2,8 +2,8 @@
 
 The stream reads the event log's day-files, not this process's memory, so a transition made
 by any process (another gunicorn worker, the sweep) reaches every subscriber. Operators of the
-queue (and staff) may subscribe; a producer may not, even with `task=` for its own task (the
-check would need the task's owner from the store, and a finished task's file may be gone).
+queue (and staff) may follow the whole queue; a producer may follow one of its own tasks with
+`task=`, checked once at subscription while the task is still in the store.
 """
 
 from __future__ import annotations
@@ -16,20 +16,21 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 from django.http import StreamingHttpResponse
+from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queues import access
-from queues.models import Queue, Role
+from queues.api.authentication import BearerAuthentication
+from queues.api.context import QueueContext, resolve
+from queues.api.errors import exception_handler
+from queues.models import Role
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.monitor.watch import log_watcher
+from queues.services import get_store
 from queues.store import paths
-from queues.store.errors import StoreError
-from queues.tokens import find_token
 
 DEFAULT_KEEPALIVE_SECONDS = 15.0
 
@@ -42,13 +43,6 @@ def keepalive_seconds() -> float:
     return max(float(value), 0.05)
 
 
-def refusal(status: int, code: str, detail: str) -> Response:
-    return Response({"code": code, "detail": detail}, status=status)
-
-
-NOT_FOUND = ("not_found", "Not found.")
-
-
 class JsonFirst(BaseContentNegotiation):
     """An `Accept: text/event-stream` request must still get its refusals as JSON."""
 
@@ -59,15 +53,6 @@ class JsonFirst(BaseContentNegotiation):
         self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
         return renderers[0], renderers[0].media_type
-
-
-def bearer_user(request: Request) -> Any | None:
-    """The user a bearer token names (temporary until the API's authentication class lands)."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    record = find_token(token.strip())
-    return record.user if record is not None else None
 
 
 def socket_alive(meta: dict[str, Any]) -> Callable[[], bool]:
@@ -91,48 +76,55 @@ def socket_alive(meta: dict[str, Any]) -> Callable[[], bool]:
     return alive
 
 
+def check_subscriber(ctx: QueueContext, task_id: str | None) -> None:
+    """Operators follow anything; a producer only its own task (else the uniform refusals)."""
+    if not ctx.authenticated:
+        raise NotAuthenticated()  # even on a publicly posted queue: the log is not public
+    if ctx.operator:
+        return
+    if task_id is None or Role.PRODUCER not in ctx.roles:
+        ctx.require(Role.OPERATOR)
+    assert task_id is not None
+    ctx.check_visible(get_store().read(ctx.host, ctx.queue, task_id))
+
+
+def start_position(request: Request) -> Position | None:
+    """Where to start: after `Last-Event-ID` (or `lastEventId`, for a first EventSource URL)."""
+    text = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId")
+    try:
+        return Position.parse(text) if text else None
+    except BadPosition:
+        raise ValidationError("Last-Event-ID is not a position of this log.") from None
+
+
 class EventStreamView(APIView):
-    authentication_classes: list[Any] = []
+    authentication_classes = [BearerAuthentication]
     permission_classes: list[Any] = []
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JsonFirst
 
-    def get(self, request: Request, host: str, queue: str) -> Response | StreamingHttpResponse:
-        user = bearer_user(request)
-        if user is None:
-            return refusal(401, "not_authenticated", "A valid bearer token is required.")
-        found = Queue.objects.filter(host__name=host, name=queue).first()
+    def get_exception_handler(self) -> Callable[..., Any]:
+        return exception_handler  # the API's uniform bodies, whatever the site settings say
+
+    def get(self, request: Request, host: str, queue: str) -> StreamingHttpResponse:
+        ctx = resolve(request, host, queue)
         task_id = request.query_params.get("task")
-        if found is None or not access.has_role(user, found, Role.OPERATOR):
-            return refusal(404, *NOT_FOUND)
-        try:
-            if task_id is not None:
-                paths.validate_task_id(task_id)
-            start = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId")
-            position = Position.parse(start) if start else None
-        except StoreError:
-            return refusal(404, *NOT_FOUND)
-        except BadPosition:
-            return refusal(400, "invalid_request", "Last-Event-ID is not a position of this log.")
-        logs_dir = settings.TASKHOSTER_LOGS_DIR
-        (logs_dir / "tasks").mkdir(parents=True, exist_ok=True)
+        if task_id is not None:
+            paths.validate_task_id(task_id)  # not a task id: the uniform 404
+        check_subscriber(ctx, task_id)
+        position = start_position(request)
+        tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
+        tasks_dir.mkdir(parents=True, exist_ok=True)
         watcher = log_watcher()
-        watcher.watch(logs_dir / "tasks")
-        tail = LogTail(logs_dir, position)  # positioned now, before the client sees a byte
-        subscription = Subscription(host=host, queue=queue, task_id=task_id)
+        watcher.watch(tasks_dir)
+        tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
+        subscription = Subscription(host=ctx.host, queue=ctx.queue, task_id=task_id)
         # The stream never touches the database again: a hundred monitors must not hold a
         # hundred PostgreSQL connections for hours.
         connections.close_all()
-        response = StreamingHttpResponse(
-            event_stream(
-                tail,
-                watcher,
-                subscription,
-                keepalive=keepalive_seconds(),
-                client_alive=socket_alive(request.META),
-            ),
-            content_type="text/event-stream",
-        )
+        stream = event_stream(tail, watcher, subscription, keepalive=keepalive_seconds(),
+                              client_alive=socket_alive(request.META))  # fmt: skip
+        response = StreamingHttpResponse(stream, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # a buffering proxy would hold every event back
         return response

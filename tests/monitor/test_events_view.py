@@ -1,0 +1,74 @@
+"""Who may subscribe to a queue's events, checked through the view itself (no server)."""
+
+import json
+
+import pytest
+from rest_framework.test import APIRequestFactory
+
+from queues.api.events import EventStreamView
+from queues.services import get_store, grant
+from queues.tokens import issue_token
+
+HOST, QUEUE = "task.example.com", "resize"
+
+
+@pytest.fixture
+def queue(make_queue):
+    return make_queue(HOST, QUEUE)
+
+
+def token_for(username, role=None):
+    if role:
+        grant(username, f"{HOST}/{QUEUE}", role)
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get_or_create(username=username)[0]
+    return issue_token(user, "t")[1]
+
+
+def subscribe(token=None, host=HOST, queue=QUEUE, **query):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    request = APIRequestFactory().get("/events", query, HTTP_ACCEPT="text/event-stream", **headers)
+    response = EventStreamView.as_view()(request, host=host, queue=queue)
+    if not response.streaming:
+        response.render()
+    return response
+
+
+def refusal(response):
+    return response.status_code, json.loads(response.content)["code"]
+
+
+@pytest.mark.django_db
+def test_operators_get_a_stream(queue):
+    response = subscribe(token_for("olga", "operator"))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream"
+    assert next(iter(response.streaming_content)).startswith(b"retry:")
+    response.close()
+
+
+@pytest.mark.django_db
+def test_refusals_are_the_api_shapes(queue):
+    assert refusal(subscribe()) == (401, "not_authenticated")
+    assert refusal(subscribe("th_nope")) == (401, "not_authenticated")
+    operator = token_for("olga", "operator")
+    assert refusal(subscribe(operator, queue="other")) == (404, "not_found")
+    assert refusal(subscribe(operator, host="..")) == (404, "not_found")
+    assert refusal(subscribe(operator, task="../x")) == (404, "not_found")
+    assert refusal(subscribe(operator, lastEventId="yesterday")) == (400, "invalid_request")
+    assert refusal(subscribe(token_for("stranger"))) == (404, "not_found")
+    assert refusal(subscribe(token_for("wendy", "worker")))[0] == 403
+
+
+@pytest.mark.django_db
+def test_a_producer_follows_only_its_own_task(queue):
+    producer = token_for("paul", "producer")
+    token_for("petra", "producer")
+    settings = queue.to_settings()
+    own = get_store().post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="paul").task
+    other = get_store().post(HOST, QUEUE, {"n": 2}, settings=settings, posted_by="petra").task
+    assert subscribe(producer, task=own.id).status_code == 200
+    assert refusal(subscribe(producer, task=other.id)) == (404, "not_found")
+    assert refusal(subscribe(producer, task="0" * 16)) == (404, "not_found")
+    assert refusal(subscribe(producer))[0] == 403
