@@ -1,0 +1,91 @@
+"""Code that runs in child processes (importable by spawn): claimers, log writers, crashers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from queues.store import EventLog, QueueSettings, QueueStore, StoreConfig, Task, files
+
+HOST, QUEUE = "task.example.com", "resize"
+LONG = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600, retain_seconds=10 * 86400)
+
+
+def claimer(items: str, logs: str, worker: str, out: Any, start: Any) -> None:
+    """Claim until the queue is empty; report every claimed id and any error."""
+    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=False))
+    start.wait()
+    got, errors, misses = [], [], 0
+    while misses < 3:
+        try:
+            tasks = store.claim(HOST, QUEUE, settings=LONG, worker=worker, max_tasks=1)
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+        if tasks:
+            got.append(tasks[0].id)
+            misses = 0
+        else:
+            misses += 1
+    out.put((worker, got, errors))
+
+
+def log_writer(logs: str, writer: int, lines: int, start: Any) -> None:
+    log = EventLog(Path(logs), fsync=False)
+    task = Task.from_record({
+        "id": f"{writer:016x}", "host": HOST, "queue": QUEUE, "status": "pending",
+        "item": {"pad": "x" * (50 + writer * 37)}, "postedBy": None, "postedAt": 0,
+        "updatedAt": 0, "attempts": 0, "lease": None, "progress": None, "result": None,
+        "error": None, "finishedAt": None, "fetchedAt": None,
+    })
+    start.wait()
+    now = int(time.time() * 1000)
+    for n in range(lines):
+        log.append(task, "posted", now=now, worker=f"w{writer}-{n}")
+
+
+def crash_at(config: StoreConfig, op: str, task_id: str | None, k: int) -> None:
+    """Run one operation and die at its k-th disk-changing call (exit 0 if it had fewer)."""
+    import os
+
+    store = QueueStore(config)
+    files.FAULTS.reset()
+    files.FAULTS.exit_at = k
+    run_op(store, op, task_id)
+    os._exit(0)
+
+
+def run_op(store: QueueStore, op: str, task_id: str | None) -> Any:
+    from queues.store import sweep_queue
+
+    now = int(time.time() * 1000)
+    w: dict[str, Any] = {"settings": LONG, "worker": "box-1", "attempt": 1}
+    if op == "post":
+        return store.post(HOST, QUEUE, {"n": 1}, settings=LONG, posted_by="a", idempotency_key=None)
+    if op == "post_keyed":
+        return store.post(HOST, QUEUE, {"n": 1}, settings=LONG, posted_by="a", idempotency_key="k")
+    assert task_id is not None
+    if op == "claim":
+        return store.claim(HOST, QUEUE, settings=LONG, worker="box-1")
+    if op == "progress":
+        return store.progress(HOST, QUEUE, task_id, progress={"p": 1}, **w)
+    if op == "finish":
+        return store.finish(HOST, QUEUE, task_id, result={"r": 1}, **w)
+    if op == "fail":
+        return store.fail(HOST, QUEUE, task_id, result={"e": 1}, **w)
+    if op == "requeue":
+        return store.fail(HOST, QUEUE, task_id, result={"e": 1}, retry=True, **w)
+    if op in ("cancel", "cancel_running"):
+        return store.cancel(HOST, QUEUE, task_id, settings=LONG)
+    if op == "retry":
+        return store.retry(HOST, QUEUE, task_id, settings=LONG)
+    if op == "fetch":
+        return store.fetch(HOST, QUEUE, task_id)
+    if op == "sweep_lapse":
+        return sweep_queue(store, HOST, QUEUE, LONG, now=now + 3601 * 1000)
+    if op == "sweep_timeout":
+        return sweep_queue(store, HOST, QUEUE, LONG, now=now + 10 * 86400 * 1000 + 1)
+    if op == "sweep_clean":
+        return sweep_queue(store, HOST, QUEUE, LONG, now=now + 10 * 86400 * 1000 + 1)
+    raise ValueError(op)
