@@ -67,7 +67,12 @@ def claim(
             task_id = index.take(now)
         if task_id is None:
             break
-        outcome = _claim_one(self, qd, task_id, worker=worker, until=now + lease_ms, now=now)
+        try:
+            outcome = _claim_one(self, qd, task_id, worker=worker, until=now + lease_ms, now=now)
+        except BaseException:
+            with self.lock:  # the file is still pending (the claim put it back): keep it
+                index.give_back(task_id)
+            raise
         if outcome == "busy":
             busy.append(task_id)
         elif isinstance(outcome, Task):
