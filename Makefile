@@ -24,6 +24,7 @@ run: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(PY) manage.py serve --bind 127.0.0.1:$(PORT)
 
 test: $(VENV)/.installed
+	@scripts/ensure-chromium
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-postgres
 

@@ -13,9 +13,6 @@ def store_dirs(tmp_path: Path, settings) -> dict[str, Path]:
     logs.mkdir()
     settings.TASKHOSTER_ITEMS_DIR = items
     settings.TASKHOSTER_LOGS_DIR = logs
-    # The suite talks plain HTTP to the test client; production's HTTPS redirect is tested
-    # in test_settings.py with the real environment variables.
-    settings.SECURE_SSL_REDIRECT = False
     return {"items": items, "logs": logs}
 
 

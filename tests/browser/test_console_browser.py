@@ -1,0 +1,74 @@
+"""An admin and an operator use the console in a real browser."""
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import expect
+
+from queues.models import Queue
+from queues.services import get_store
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def log_in(page, live_server, username: str, password: str) -> None:
+    page.goto(f"{live_server.url}/admin/login/?next=/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+
+
+def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_server, shoot):
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    expect(page.locator("main")).to_contain_text("You operate no queue yet")
+
+    page.goto(f"{live_server.url}/admin/queues/host/add/")
+    page.fill("#id_name", "task.example.com")
+    page.click("input[name=_save]")
+    page.goto(f"{live_server.url}/admin/queues/queue/add/")
+    page.select_option("#id_host", label="task.example.com")
+    page.fill("#id_name", "resize")
+    page.fill("#id_lease_seconds", "30")
+    shoot(page, "queue-form")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    queue = Queue.objects.get(name="resize")
+    assert queue.lease_seconds == 30
+
+    page.goto(f"{live_server.url}/")
+    row = page.locator('tr[data-queue="task.example.com/resize"]')
+    assert row.locator('[data-field="pending"]').inner_text() == "0"
+    task = get_store().post("task.example.com", "resize", {"x": "<b>hi</b>"},
+                            settings=queue.to_settings(), posted_by="admin").task  # fmt: skip
+    # The dashboard refreshes itself: the new task shows up without a reload.
+    expect(row.locator('[data-field="pending"]')).to_have_text("1", timeout=10_000)
+    shoot(page, "dashboard")
+
+    page.click("text=task.example.com/resize")
+    page.click(f"text={task.id}")
+    assert page.locator("pre.payload").first.inner_text().count("<b>hi</b>") == 1
+    page.click("button:has-text('Cancel')")
+    expect(page.locator(".messages")).to_contain_text("cancel done, now cancelled")
+    assert get_store().read("task.example.com", "resize", task.id).status == "cancelled"
+
+
+def test_admin_creates_a_token_that_is_shown_once(page, live_server):
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    User.objects.create_user("box-1")
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.wait_for_url(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/admin/queues/apitoken/add/")
+    # The user field is the admin's autocomplete widget: type, then pick, as a person would.
+    page.click(".field-user .select2-selection")
+    page.fill(".select2-search__field", "box")
+    page.click(".select2-results__option:has-text('box-1')")
+    page.fill("#id_name", "worker box")
+    page.click("input[name=_save]")
+    message = page.locator(".messagelist")
+    expect(message).to_contain_text("copy it now")
+    token = message.inner_text().split("The new token is ")[1].split(" ")[0]
+    from queues.tokens import find_token
+
+    assert find_token(token).user.username == "box-1"
+    page.reload()
+    assert token not in page.content()

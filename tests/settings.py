@@ -1,0 +1,12 @@
+"""The site's settings for the test run: production's defaults, spoken over plain HTTP.
+
+The suite's clients (the test client, the live server, the browser) talk HTTP, so the HTTPS
+redirect and secure cookies that production turns on by default are off here; test_settings.py
+checks them on the real settings module in fresh processes.
+"""
+
+import os
+
+os.environ.setdefault("TASKHOSTER_HTTPS", "0")
+
+from taskhoster_site.settings import *  # noqa: F403
