@@ -33,12 +33,25 @@ def claimer(items: str, logs: str, worker: str, out: Any, start: Any) -> None:
 
 def log_writer(logs: str, writer: int, lines: int, start: Any) -> None:
     log = EventLog(Path(logs), fsync=False)
-    task = Task.from_record({
-        "id": f"{writer:016x}", "host": HOST, "queue": QUEUE, "status": "pending",
-        "item": {"pad": "x" * (50 + writer * 37)}, "postedBy": None, "postedAt": 0,
-        "updatedAt": 0, "attempts": 0, "lease": None, "progress": None, "result": None,
-        "error": None, "finishedAt": None, "fetchedAt": None,
-    })
+    task = Task.from_record(
+        {
+            "id": f"{writer:016x}",
+            "host": HOST,
+            "queue": QUEUE,
+            "status": "pending",
+            "item": {"pad": "x" * (50 + writer * 37)},
+            "postedBy": None,
+            "postedAt": 0,
+            "updatedAt": 0,
+            "attempts": 0,
+            "lease": None,
+            "progress": None,
+            "result": None,
+            "error": None,
+            "finishedAt": None,
+            "fetchedAt": None,
+        }
+    )
     start.wait()
     now = int(time.time() * 1000)
     for n in range(lines):

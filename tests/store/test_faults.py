@@ -50,13 +50,18 @@ def check_recovered(h: Harness, op: str, task_id: str | None, allowed: set) -> s
     h.reopen()
     sweep_queue(h.store, HOST, QUEUE, procs.LONG, now=int(time.time() * 1000) + 120_000)
     assert h.temp_files() == []
-    ids = {p.stem for d in ("pending", "processing", "done")
-           for p in (h.queue_dir / d).glob("*.json")}
+    ids = {
+        p.stem for d in ("pending", "processing", "done") for p in (h.queue_dir / d).glob("*.json")
+    }
     assert len(ids) <= 1
     for i in ids:
         assert len(h.where(i)) == 1, h.on_disk(i)  # one copy per task
     task_id = task_id or (ids.pop() if ids else None)
-    status = None if task_id is None or not h.where(task_id) else h.store.read(HOST, QUEUE, task_id).status.value
+    status = (
+        None
+        if task_id is None or not h.where(task_id)
+        else h.store.read(HOST, QUEUE, task_id).status.value
+    )
     assert status in allowed, (op, status)
     for day in (h.config.logs_dir / "tasks").glob("*.jsonl"):
         for raw in day.read_bytes().splitlines():
@@ -114,7 +119,9 @@ def test_io_errors_fail_the_operation_and_leave_the_old_state(tmp_path, kind, co
                     assert h.store.read(HOST, QUEUE, task.id).status.value == expect
             assert h.temp_files() == []
         # the next operations work
-        done = procs.run_op(h.store, "finish", task.id) if h.where(task.id) == ["processing"] else None
+        done = (
+            procs.run_op(h.store, "finish", task.id) if h.where(task.id) == ["processing"] else None
+        )
         assert done is None or done.status.value == "finished"
         assert h.post(settings=procs.LONG).status.value == "pending"
     finally:
@@ -122,13 +129,19 @@ def test_io_errors_fail_the_operation_and_leave_the_old_state(tmp_path, kind, co
 
 
 def _ids(h: Harness) -> set[str]:
-    return {p.stem for d in ("pending", "processing", "done") for p in (h.queue_dir / d).glob("*.json")}
+    return {
+        p.stem for d in ("pending", "processing", "done") for p in (h.queue_dir / d).glob("*.json")
+    }
 
 
 def test_event_log_write_error_is_not_swallowed(tmp_path):
     store = QueueStore(StoreConfig(items_dir=tmp_path / "i", logs_dir=tmp_path / "l", fsync=True))
     try:
-        files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = "append", 1, errno.ENOSPC
+        files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = (
+            "append",
+            1,
+            errno.ENOSPC,
+        )
         with pytest.raises(StorageUnavailable):
             store.post(HOST, QUEUE, {}, settings=procs.LONG, posted_by=None)
     finally:

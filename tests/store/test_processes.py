@@ -20,8 +20,13 @@ def test_claim_race_every_task_claimed_exactly_once(h):
     posted = {h.post(settings=procs.LONG).id for _ in range(1000)}
     ctx = mp.get_context("spawn")
     out, start = ctx.Queue(), ctx.Event()
-    workers = [ctx.Process(target=procs.claimer, args=(str(h.config.items_dir),
-               str(h.config.logs_dir), f"w{i}", out, start)) for i in range(8)]
+    workers = [
+        ctx.Process(
+            target=procs.claimer,
+            args=(str(h.config.items_dir), str(h.config.logs_dir), f"w{i}", out, start),
+        )
+        for i in range(8)
+    ]
     for p in workers:
         p.start()
     start.set()
@@ -43,8 +48,10 @@ def test_claim_race_every_task_claimed_exactly_once(h):
 def test_event_log_four_writers_never_interleave(tmp_path):
     ctx = mp.get_context("spawn")
     start = ctx.Event()
-    writers = [ctx.Process(target=procs.log_writer, args=(str(tmp_path), i, 10_000, start))
-               for i in range(4)]
+    writers = [
+        ctx.Process(target=procs.log_writer, args=(str(tmp_path), i, 10_000, start))
+        for i in range(4)
+    ]
     for p in writers:
         p.start()
     start.set()
@@ -85,8 +92,9 @@ def test_wait_claim_wakes_on_a_post_from_another_process(h):
 
     settings = QueueSettings()
     h.store.dirs(HOST, QUEUE, create=True)
-    poster = mp.get_context("spawn").Process(target=_post_later, args=(str(h.config.items_dir),
-                                                                      str(h.config.logs_dir)))
+    poster = mp.get_context("spawn").Process(
+        target=_post_later, args=(str(h.config.items_dir), str(h.config.logs_dir))
+    )
     started = time.monotonic()
     poster.start()
     got = h.store.wait_claim(HOST, QUEUE, settings=settings, worker="w", wait_seconds=20)
@@ -95,8 +103,12 @@ def test_wait_claim_wakes_on_a_post_from_another_process(h):
     assert len(got) == 1 and waited < 15
     # and a waiter on a task wakes when another thread finishes it
     task = got[0]
-    threading.Timer(0.2, lambda: h.store.finish(HOST, QUEUE, task.id, settings=settings,
-                    worker="w", attempt=1, result={})).start()
+    threading.Timer(
+        0.2,
+        lambda: h.store.finish(
+            HOST, QUEUE, task.id, settings=settings, worker="w", attempt=1, result={}
+        ),
+    ).start()
     changed = h.store.wait_for_change(HOST, QUEUE, task.id, since=task.updated_at, wait_seconds=10)
     assert changed.status.value == "finished"
     assert h.store.wait_claim(HOST, QUEUE, settings=settings, worker="w", wait_seconds=0.1) == []

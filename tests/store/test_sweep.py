@@ -18,10 +18,21 @@ HOUR = 3_600_000
 
 def spec_record(task_id: str, status: str, **over):
     record = {
-        "id": task_id, "host": HOST, "queue": QUEUE, "status": status,
+        "id": task_id,
+        "host": HOST,
+        "queue": QUEUE,
+        "status": status,
         "item": {"url": "https://ex.com/a.png", "format": "jpg", "width": 800},
-        "postedBy": "alice", "postedAt": T0, "updatedAt": T0, "attempts": 0, "lease": None,
-        "progress": None, "result": None, "error": None, "finishedAt": None, "fetchedAt": None,
+        "postedBy": "alice",
+        "postedAt": T0,
+        "updatedAt": T0,
+        "attempts": 0,
+        "lease": None,
+        "progress": None,
+        "result": None,
+        "error": None,
+        "finishedAt": None,
+        "fetchedAt": None,
     }
     record.update(over)
     return record
@@ -49,10 +60,18 @@ def test_old_pending_times_out(q):
 
 
 def test_lapsed_lease_requeues_and_live_lease_stays(q):
-    lapsed = spec_record("3a71bd0c5e2f9481", "processing", attempts=1,
-                         lease={"worker": "box-1", "until": T0 + 60_000})
-    live = spec_record("3a71bd0c5e2f9482", "processing", attempts=1,
-                       lease={"worker": "box-2", "until": T0 + 120_000})
+    lapsed = spec_record(
+        "3a71bd0c5e2f9481",
+        "processing",
+        attempts=1,
+        lease={"worker": "box-1", "until": T0 + 60_000},
+    )
+    live = spec_record(
+        "3a71bd0c5e2f9482",
+        "processing",
+        attempts=1,
+        lease={"worker": "box-2", "until": T0 + 120_000},
+    )
     plant(q, "processing", lapsed)
     plant(q, "processing", live)
     report = sweep_queue(q.store, HOST, QUEUE, SETTINGS, now=T0 + 60_000)
@@ -64,8 +83,16 @@ def test_lapsed_lease_requeues_and_live_lease_stays(q):
 
 
 def test_queue_timeout_beats_lease_timeout(q):
-    plant(q, "processing", spec_record("3a71bd0c5e2f9481", "processing", attempts=1,
-                                       lease={"worker": "box-1", "until": T0 + 60_000}))
+    plant(
+        q,
+        "processing",
+        spec_record(
+            "3a71bd0c5e2f9481",
+            "processing",
+            attempts=1,
+            lease={"worker": "box-1", "until": T0 + 60_000},
+        ),
+    )
     report = sweep_queue(q.store, HOST, QUEUE, SETTINGS, now=T0 + 24 * HOUR + 1)
     assert (report.timeout, report.requeue) == (1, 0)
     assert q.on_disk("3a71bd0c5e2f9481")["done"]["error"] == "timeout"
@@ -83,8 +110,11 @@ def test_retention_from_finished(q):
 
 def test_retention_from_fetched_and_max_retain(q):
     s = replace(SETTINGS, retain_from="fetched", max_retain_seconds=48 * 3600)
-    plant(q, "done", spec_record("18c4e05a9f2b7d63", "finished", finishedAt=T0,
-                                 fetchedAt=T0 + 5 * HOUR))
+    plant(
+        q,
+        "done",
+        spec_record("18c4e05a9f2b7d63", "finished", finishedAt=T0, fetchedAt=T0 + 5 * HOUR),
+    )
     plant(q, "done", spec_record("18c4e05a9f2b7d64", "failed", finishedAt=T0))
     assert sweep_queue(q.store, HOST, QUEUE, s, now=T0 + 6 * HOUR - 1).cleaned == 0
     assert sweep_queue(q.store, HOST, QUEUE, s, now=T0 + 6 * HOUR).cleaned == 1
@@ -94,10 +124,24 @@ def test_retention_from_fetched_and_max_retain(q):
 
 def test_two_copies_highest_rev_wins_and_loser_deleted(q):
     # an interrupted finish: done (rev 4) written, processing (rev 3) not yet unlinked
-    plant(q, "processing", spec_record("3a71bd0c5e2f9481", "processing", rev=3, attempts=1,
-                                       lease={"worker": "box-1", "until": T0 + 60_000}))
-    plant(q, "done", spec_record("3a71bd0c5e2f9481", "finished", rev=4, attempts=1,
-                                 result={"ok": 1}, finishedAt=T0 + 1))
+    plant(
+        q,
+        "processing",
+        spec_record(
+            "3a71bd0c5e2f9481",
+            "processing",
+            rev=3,
+            attempts=1,
+            lease={"worker": "box-1", "until": T0 + 60_000},
+        ),
+    )
+    plant(
+        q,
+        "done",
+        spec_record(
+            "3a71bd0c5e2f9481", "finished", rev=4, attempts=1, result={"ok": 1}, finishedAt=T0 + 1
+        ),
+    )
     assert q.store.read(HOST, QUEUE, "3a71bd0c5e2f9481").status is State.FINISHED
     report = sweep_queue(q.store, HOST, QUEUE, SETTINGS, now=T0 + 2 * 60_000)
     assert report.reconciled == 1 and report.requeue == 0
@@ -106,8 +150,9 @@ def test_two_copies_highest_rev_wins_and_loser_deleted(q):
 
 def test_claim_never_replaces_a_leftover_processing_copy(q):
     # an interrupted requeue: pending (rev 5) written, processing (rev 4) left behind
-    leased = spec_record("3a71bd0c5e2f9481", "processing", rev=4, attempts=1,
-                         lease={"worker": "box-1", "until": T0})
+    leased = spec_record(
+        "3a71bd0c5e2f9481", "processing", rev=4, attempts=1, lease={"worker": "box-1", "until": T0}
+    )
     plant(q, "processing", leased)
     plant(q, "pending", spec_record("3a71bd0c5e2f9481", "pending", rev=5, attempts=1))
     before = (q.queue_dir / "processing" / "3a71bd0c5e2f9481.json").read_bytes()
@@ -134,7 +179,7 @@ def test_interrupted_claim_is_requeued(q):
     assert q.claim(now=T0 + 2).attempts == 1
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b'{"id": 5}', b'[1]', b"\xff\xfe"])
+@pytest.mark.parametrize("content", [b"", b"{not json", b'{"id": 5}', b"[1]", b"\xff\xfe"])
 def test_corrupt_file_is_quarantined_with_an_event(q, content):
     (q.queue_dir / "pending" / "9f2c1a0b7d4e6f83.json").write_bytes(content)
     good = q.post()
