@@ -1,4 +1,4 @@
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 
 from queues import views
 from queues.converters import TaskIdConverter
@@ -7,6 +7,7 @@ app_name = "queues"
 register_converter(TaskIdConverter, "task_id")
 
 urlpatterns = [
+    path("api/v1/", include("queues.api.urls")),
     path("", views.dashboard, name="home"),
     path("console/queues.json", views.dashboard_json, name="dashboard-json"),
     path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),

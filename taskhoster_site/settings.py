@@ -171,6 +171,20 @@ SILENCED_SYSTEM_CHECKS = [
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Bearer first: its WWW-Authenticate header is what makes DRF answer 401, not 403.
+    # Sessions (with DRF's CSRF check) serve people using the browsable API.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "queues.api.authentication.BearerAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    # Per-queue roles are checked by queues.api.context once the queue is known.
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_PARSER_CLASSES": ["queues.api.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "queues.api.parsers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "EXCEPTION_HANDLER": "queues.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "taskhoster API",

@@ -1,0 +1,140 @@
+"""One function per endpoint: the caller's rights checked, then the one store call that does it.
+
+Views parse and render; these decide who may, using the QueueContext, and call the store with
+the queue's settings. Reading a task to learn whose it is comes first where ownership matters.
+"""
+
+from typing import Any
+
+from queues.api.context import QueueContext
+from queues.models import Role
+from queues.services import get_store
+from queues.store import ANY, NotFound, PostResult, Task, TaskPage
+
+PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
+
+
+def post(
+    ctx: QueueContext, item: Any, *, priority: int, delay: int, idempotency_key: str | None
+) -> PostResult:
+    if PRODUCER not in ctx.roles and not ctx.settings.public_post:
+        ctx.require(PRODUCER)
+    # Without the producer role this is a public post: postedBy null, its id its only key.
+    posted_by = ctx.caller if PRODUCER in ctx.roles else None
+    return get_store().post(
+        ctx.host,
+        ctx.queue,
+        item,
+        settings=ctx.settings,
+        posted_by=posted_by,
+        priority=priority,
+        delay_seconds=delay,
+        idempotency_key=idempotency_key,
+    )
+
+
+def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None = None) -> Task:
+    """The status of a task the caller may see; a waiting read holds until it changes."""
+    store = get_store()
+    task = ctx.check_visible(store.read(ctx.host, ctx.queue, task_id))
+    if wait > 0:
+        since = task.updated_at if since is None else since
+        task = store.wait_for_change(ctx.host, ctx.queue, task_id, since=since, wait_seconds=wait)
+    if task.status.terminal and task.fetched_at is None and ctx.stamps_fetch(task):
+        task = store.fetch(ctx.host, ctx.queue, task_id)
+    return task
+
+
+def list_tasks(ctx: QueueContext, *, status: str | None, limit: int, offset: int) -> TaskPage:
+    ctx.require(PRODUCER, OPERATOR)
+    posted_by = ANY if ctx.operator else ctx.caller
+    try:
+        return get_store().list_tasks(
+            ctx.host, ctx.queue, status=status, posted_by=posted_by, limit=limit, offset=offset
+        )
+    except NotFound:  # a configured queue nobody has posted to has no directory yet
+        return TaskPage(count=0, tasks=[])
+
+
+def _own_task(ctx: QueueContext, task_id: str) -> None:
+    """Cancel and retry are for the task's producer or an operator, never the public."""
+    ctx.require(PRODUCER, OPERATOR)
+    task = get_store().read(ctx.host, ctx.queue, task_id)
+    if not (ctx.operator or (task.posted_by is not None and task.posted_by == ctx.caller)):
+        raise NotFound()
+
+
+def cancel(ctx: QueueContext, task_id: str) -> Task:
+    _own_task(ctx, task_id)
+    return get_store().cancel(ctx.host, ctx.queue, task_id, settings=ctx.settings)
+
+
+def retry(ctx: QueueContext, task_id: str) -> Task:
+    _own_task(ctx, task_id)
+    return get_store().retry(ctx.host, ctx.queue, task_id, settings=ctx.settings)
+
+
+def claim(
+    ctx: QueueContext, *, worker: str, wait: float, lease: int | None, max_tasks: int
+) -> list[Task]:
+    ctx.require(WORKER)
+    store = get_store()
+    options = {
+        "settings": ctx.settings,
+        "worker": worker,
+        "lease_seconds": lease,
+        "max_tasks": max_tasks,
+    }
+    if wait > 0:
+        return store.wait_claim(ctx.host, ctx.queue, wait_seconds=wait, **options)
+    return store.claim(ctx.host, ctx.queue, **options)
+
+
+def progress(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, progress: Any) -> Task:
+    ctx.require(WORKER)
+    return get_store().progress(
+        ctx.host,
+        ctx.queue,
+        task_id,
+        settings=ctx.settings,
+        worker=worker,
+        attempt=attempt,
+        progress=progress,
+    )
+
+
+def finish(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, result: Any) -> Task:
+    ctx.require(WORKER)
+    return get_store().finish(
+        ctx.host,
+        ctx.queue,
+        task_id,
+        settings=ctx.settings,
+        worker=worker,
+        attempt=attempt,
+        result=result,
+    )
+
+
+def fail(
+    ctx: QueueContext,
+    task_id: str,
+    *,
+    worker: str,
+    attempt: int,
+    result: Any,
+    retry: bool,
+    cancelled: bool,
+) -> Task:
+    ctx.require(WORKER)
+    return get_store().fail(
+        ctx.host,
+        ctx.queue,
+        task_id,
+        settings=ctx.settings,
+        worker=worker,
+        attempt=attempt,
+        result=result,
+        retry=retry,
+        cancelled=cancelled,
+    )

@@ -1,0 +1,37 @@
+"""Bearer tokens for programs, sessions (with CSRF) for people using the browsable API."""
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from queues.models import ApiToken
+from queues.tokens import find_token
+
+
+class BearerAuthentication(BaseAuthentication):
+    """`Authorization: Bearer <token>`. Only the header counts: a token in the query string
+    would end up in access logs and browser history, so it is never looked at."""
+
+    keyword = b"bearer"
+
+    def authenticate(self, request: Request) -> tuple[AbstractBaseUser, ApiToken] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword:
+            return None  # no bearer header: maybe a session, maybe an anonymous public post
+        if len(parts) != 2:
+            raise AuthenticationFailed("The Authorization header must be 'Bearer <token>'.")
+        try:
+            token = parts[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("The token is not valid.") from None
+        record = find_token(token)
+        if record is None:  # unknown, revoked, expired, or its user deactivated
+            raise AuthenticationFailed("The token is not valid.")
+        return record.user, record
+
+    def authenticate_header(self, request: Any) -> str:
+        # Its presence makes DRF answer 401 (not 403) when credentials are missing or wrong.
+        return 'Bearer realm="api"'

@@ -1,0 +1,78 @@
+"""Who is calling which queue: resolved once per request, refusing with the uniform 404.
+
+Every role check goes through queues.access. A caller with no role on a queue (and no public
+posting there) gets exactly what a missing queue gets; an anonymous caller is asked to log in
+first, whether the queue exists or not, so that answer says nothing either.
+"""
+
+from dataclasses import dataclass
+
+from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDenied
+from rest_framework.request import Request
+
+from queues.access import roles_on
+from queues.models import Queue, Role
+from queues.store import InvalidName, Task, paths
+from queues.store.settings import QueueSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueContext:
+    host: str
+    queue: str
+    settings: QueueSettings
+    roles: frozenset[str]
+    caller: str | None  # the user name that becomes postedBy; None for an anonymous caller
+    authenticated: bool
+
+    @property
+    def operator(self) -> bool:
+        return Role.OPERATOR in self.roles
+
+    def require(self, *roles: str) -> None:
+        """Refuse a caller that can see the queue but holds none of `roles` on it."""
+        if not self.roles.intersection(roles):
+            raise PermissionDenied() if self.authenticated else NotAuthenticated()
+
+    def may_see(self, task: Task) -> bool:
+        """Operators see every task; a producer its own; anyone a publicly posted one."""
+        if task.posted_by is None or self.operator:
+            return True
+        return Role.PRODUCER in self.roles and task.posted_by == self.caller
+
+    def stamps_fetch(self, task: Task) -> bool:
+        """Only the producer's own read marks a result fetched; an operator's look does not."""
+        if task.posted_by is None:
+            return not self.operator
+        return task.posted_by == self.caller
+
+    def check_visible(self, task: Task) -> Task:
+        if not self.may_see(task):
+            raise NotFound()
+        return task
+
+
+def resolve(request: Request, host: str, queue: str) -> QueueContext:
+    """The queue named by the URL and the caller's roles on it, or the uniform refusal."""
+    user = request.user
+    try:
+        # Validate before the database sees the name: PostgreSQL refuses a NUL in a string.
+        paths.validate_host(host)
+        paths.validate_queue(queue)
+    except InvalidName:
+        found = None
+    else:
+        found = Queue.objects.select_related("host").filter(host__name=host, name=queue).first()
+    roles = roles_on(user, found) if found is not None else frozenset()
+    if found is None or not (roles or found.public_post):
+        if not user.is_authenticated:
+            raise NotAuthenticated()
+        raise NotFound()
+    return QueueContext(
+        host=host,
+        queue=queue,
+        settings=found.to_settings(),
+        roles=roles,
+        caller=user.get_username() if user.is_authenticated else None,
+        authenticated=bool(user.is_authenticated),
+    )

@@ -1,0 +1,97 @@
+"""The one exception handler: every refusal is `{"code", "detail"}` with api.md's status.
+
+Store errors carry their api.md code; DRF's and Django's own refusals are renamed to the same
+vocabulary here, so a client reads one shape whatever layer said no.
+"""
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from queues.store.errors import QueueFull, StoreError
+
+# The tenant rule: a foreign or missing host, queue or task, or an invalid name, must answer the
+# same bytes, so the detail never says which of them it was.
+NOT_FOUND_DETAIL = "There is no such host, queue or task, or it is not yours to see."
+
+STORE_STATUS = {
+    "not_found": status.HTTP_404_NOT_FOUND,
+    "invalid_item": status.HTTP_400_BAD_REQUEST,
+    "invalid_request": status.HTTP_400_BAD_REQUEST,
+    "lease_lost": status.HTTP_409_CONFLICT,
+    "not_cancellable": status.HTTP_409_CONFLICT,
+    "not_retryable": status.HTTP_409_CONFLICT,
+    "payload_too_large": status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    "idempotency_key_reused": status.HTTP_422_UNPROCESSABLE_ENTITY,
+    "queue_full": status.HTTP_429_TOO_MANY_REQUESTS,
+    "storage_unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+
+# DRF's exception classes -> api.md's code (DRF's default codes differ for a few of them).
+DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
+    (exceptions.ParseError, "invalid_json"),
+    (exceptions.AuthenticationFailed, "not_authenticated"),
+    (exceptions.NotAuthenticated, "not_authenticated"),
+    (exceptions.PermissionDenied, "permission_denied"),
+    (exceptions.NotFound, "not_found"),
+    (exceptions.MethodNotAllowed, "method_not_allowed"),
+    (exceptions.NotAcceptable, "not_acceptable"),
+    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
+    (exceptions.Throttled, "throttled"),
+    (exceptions.ValidationError, "invalid_request"),
+]
+
+
+def refusal(code: str, detail: str, status_code: int, **headers: str) -> Response:
+    if code == "not_found":
+        detail = NOT_FOUND_DETAIL
+    response = Response({"code": code, "detail": detail}, status=status_code)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's EXCEPTION_HANDLER. Anything not mapped here is a bug and stays a 500."""
+    if isinstance(exc, StoreError):
+        return _store_refusal(exc)
+    if isinstance(exc, RequestDataTooBig):  # Django's own cap on request.body
+        return refusal("payload_too_large", "The request body is too large.", 413)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    set_rollback()
+    code = next((c for cls, c in DRF_CODES if isinstance(exc, cls)), "invalid_request")
+    headers = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW_Authenticate"] = exc.auth_header
+    if getattr(exc, "wait", None):
+        headers["Retry_After"] = f"{int(exc.wait)}"
+    return refusal(code, _sentence(exc.detail), exc.status_code, **headers)
+
+
+def _store_refusal(exc: StoreError) -> Response:
+    headers = {}
+    if isinstance(exc, QueueFull):
+        headers["Retry_After"] = str(exc.retry_after)
+    # A store code api.md does not list (an internal transition refusal) is still a bad request.
+    status_code = STORE_STATUS.get(exc.code, status.HTTP_400_BAD_REQUEST)
+    code = exc.code if exc.code in STORE_STATUS else "invalid_request"
+    return refusal(code, exc.detail, status_code, **headers)
+
+
+def _sentence(detail: Any) -> str:
+    """One human sentence from DRF's detail, which may be a string, a list or a dict."""
+    if isinstance(detail, dict):
+        return "; ".join(f"{key}: {_sentence(value)}" for key, value in detail.items())
+    if isinstance(detail, list):
+        return " ".join(_sentence(value) for value in detail)
+    return str(detail)

@@ -1,0 +1,134 @@
+"""Reading a request's body and parameters into plain values, refusing with api.md's codes.
+
+Strict on types on purpose: a JSON `"5"` or `5.0` for an integer field is a client bug that a
+lenient coercion would hide. Ranges the store knows (priority, delay, lease) are left to it.
+"""
+
+import math
+from typing import Any
+
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.request import Request
+
+from queues.store import InvalidRequest
+
+MISSING: Any = object()
+STATUSES = ("pending", "processing", "finished", "failed", "cancelled")
+
+
+def json_body(request: Request) -> Any:
+    """The parsed body. A body must be there and must say it is JSON.
+
+    DRF treats a missing body, or a body without a Content-Type, as `{}`: that would post an
+    empty item instead of telling the client what went wrong.
+    """
+    if not _content_length(request):
+        raise ParseError("The request has no body: send a JSON document.")
+    if not request.content_type:
+        raise UnsupportedMediaType("", detail="Send the body as Content-Type: application/json.")
+    return request.data
+
+
+def json_object(request: Request) -> dict[str, Any]:
+    body = json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("The body must be a JSON object.")
+    return body
+
+
+def _content_length(request: Request) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
+
+
+def string(body: dict[str, Any], name: str) -> str:
+    value = body.get(name, MISSING)
+    if value is MISSING:
+        raise InvalidRequest(f"{name} is required.")
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be a string.")
+    return value
+
+
+def integer(
+    body: dict[str, Any],
+    name: str,
+    default: Any = MISSING,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+) -> Any:
+    value = body.get(name, default)
+    if value is MISSING:
+        raise InvalidRequest(f"{name} is required.")
+    if value is default:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"{name} must be an integer.")
+    _check_range(name, value, low, high)
+    return value
+
+
+def seconds(body: dict[str, Any], name: str, *, high: int) -> float:
+    """A wait in seconds, 0..high; a fraction is fine."""
+    value = body.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRequest(f"{name} must be a number of seconds.")
+    _check_range(name, value, 0, high)
+    return float(value)
+
+
+def boolean(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be true or false.")
+    return value
+
+
+def _check_range(name: str, value: float, low: int | None, high: int | None) -> None:
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise InvalidRequest(f"{name} must be from {low} to {high}.")
+
+
+def query(request: Request, name: str, kind: type, default: Any) -> Any:
+    """A query parameter as `kind` (int or float), or `default` when absent."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise InvalidRequest(f"The {name} parameter must be a number.") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRequest(f"The {name} parameter must be a finite number.")
+    return value
+
+
+def status_filter(request: Request) -> str | None:
+    status = request.query_params.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}.")
+    return status
+
+
+def wait_query(request: Request) -> tuple[float, int | None]:
+    """`wait` (0..60 s) and `since` of a waiting read."""
+    wait = query(request, "wait", float, 0.0)
+    _check_range("wait", wait, 0, 60)
+    return wait, query(request, "since", int, None)
+
+
+def page(request: Request) -> tuple[int, int]:
+    """limit (clamped to 1..200, as api.md says, never refused) and offset (at least 0)."""
+    limit = min(max(query(request, "limit", int, 50), 1), 200)
+    offset = max(query(request, "offset", int, 0), 0)
+    return limit, offset
+
+
+def present(body: dict[str, Any], name: str) -> Any:
+    """A field that must be there, whatever JSON it holds."""
+    if name not in body:
+        raise InvalidRequest(f"{name} is required.")
+    return body[name]

@@ -1,0 +1,97 @@
+"""JSON in and out with orjson, and api.md's limits on what a body may be.
+
+orjson already refuses invalid UTF-8, a BOM, NaN/Infinity, numbers that overflow to infinity,
+lone surrogates and nesting past 1024. What it accepts silently, and api.md refuses, is checked
+here afterwards: nesting deeper than 64 and duplicate keys (orjson keeps the last one).
+"""
+
+import re
+from typing import Any
+
+import orjson
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer
+
+from queues.store.errors import PayloadTooLarge
+
+MAX_DEPTH = 64
+# The largest maxItemBytes a queue may have (16 MiB, see Queue.max_item_bytes) plus room for the
+# worker's envelope; the store enforces each queue's own cap on the item, progress or result.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024 + 64 * 1024
+# A JSON string, written unrolled so the regex engine never backtracks.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def max_body_bytes() -> int:
+    return int(getattr(settings, "TASKHOSTER_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+
+
+def loads(data: bytes) -> Any:
+    """Parse a request body strictly; ParseError (400 invalid_json) for anything api.md refuses."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ParseError(f"The body is not JSON: {exc}.") from None
+    keys = _check_depth_and_count_keys(value)
+    # Outside strings a colon only ever separates a key from its value, so fewer keys parsed
+    # than colons written means a key was repeated and orjson dropped one of its values.
+    if keys and _STRING.sub(b"", data).count(b":") != keys:
+        raise ParseError("The body repeats a key inside one object.")
+    return value
+
+
+def _check_depth_and_count_keys(value: Any) -> int:
+    """An explicit stack, not recursion: a hostile body must not reach Python's recursion limit."""
+    keys = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+            keys += len(node)
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise ParseError(f"The body nests deeper than {MAX_DEPTH} levels.")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return keys
+
+
+class JSONParser(BaseParser):
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = max_body_bytes()
+        request = (parser_context or {}).get("request")
+        declared = _content_length(request)
+        if declared > limit:
+            raise PayloadTooLarge("request body", declared, limit)
+        # Read one byte past the cap: a body without an honest Content-Length still stops there.
+        data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise PayloadTooLarge("request body", len(data), limit)
+        return loads(data)
+
+
+def _content_length(request: Any) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
+    except ValueError:
+        return 0
+
+
+class JSONRenderer(BaseRenderer):
+    media_type = "application/json"
+    format = "json"
+    charset = None  # JSON is UTF-8 by definition (RFC 8259); no charset parameter
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        if data is None:
+            return b""
+        return orjson.dumps(data)

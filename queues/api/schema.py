@@ -1,0 +1,48 @@
+"""OpenAPI pieces shared by the views: the bearer scheme and every endpoint's refusals."""
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+
+from queues.api.serializers import ErrorSerializer
+
+
+class BearerScheme(OpenApiAuthenticationExtension):
+    target_class = "queues.api.authentication.BearerAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An API token: th_…"}
+
+
+_ERRORS = {
+    400: "invalid_json, invalid_item or invalid_request",
+    401: "not_authenticated",
+    403: "permission_denied: the caller has no role for this on the queue (or CSRF failed)",
+    404: "not_found: unknown or foreign host, queue or task (the same body for all)",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "lease_lost, not_cancellable or not_retryable",
+    413: "payload_too_large: item, progress or result over maxItemBytes",
+    415: "unsupported_media_type",
+    422: "idempotency_key_reused",
+    429: "queue_full (Retry-After is set)",
+    503: "storage_unavailable: nothing was acknowledged",
+}
+ALWAYS = (400, 401, 403, 404, 405, 406, 503)
+WITH_BODY = (*ALWAYS, 413, 415)
+
+
+def errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    return {s: OpenApiResponse(ErrorSerializer, description=_ERRORS[s]) for s in statuses}
+
+
+def path_parameters(*, task: bool) -> list[OpenApiParameter]:
+    params = [
+        OpenApiParameter("host", str, OpenApiParameter.PATH, description="A DNS host name."),
+        OpenApiParameter("queue", str, OpenApiParameter.PATH, description="A queue name."),
+    ]
+    if task:
+        params.append(OpenApiParameter("id", str, OpenApiParameter.PATH, description="Task id."))
+    return params

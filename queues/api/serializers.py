@@ -1,0 +1,106 @@
+"""The shapes of api.md's bodies, for the OpenAPI schema. They validate and save nothing:
+the views read bodies with queues.api.inputs and the store decides everything else."""
+
+from rest_framework import serializers
+
+
+class ErrorSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="api.md's error code, e.g. not_found or lease_lost.")
+    detail = serializers.CharField(help_text="One human sentence.")
+
+
+class LeaseSerializer(serializers.Serializer):
+    worker = serializers.CharField()
+    until = serializers.IntegerField(help_text="When the lease lapses, ms since the epoch.")
+
+
+class _ExtensionFields(serializers.Serializer):
+    """taskhoster's extension fields: present only when set."""
+
+    rev = serializers.IntegerField(required=False)
+    priority = serializers.IntegerField(required=False, min_value=-100, max_value=100)
+    availableAt = serializers.IntegerField(required=False)
+    maxAttempts = serializers.IntegerField(required=False)
+    idempotencyKey = serializers.CharField(required=False)
+    cancelRequested = serializers.BooleanField(required=False)
+    lastError = serializers.JSONField(required=False, allow_null=True)
+
+
+class TaskStatusSerializer(_ExtensionFields):
+    """The producer's status view of a task."""
+
+    id = serializers.RegexField(r"^[0-9a-f]{16}$")
+    host = serializers.CharField()
+    queue = serializers.CharField()
+    status = serializers.ChoiceField(
+        choices=["pending", "processing", "finished", "failed", "cancelled"]
+    )
+    attempts = serializers.IntegerField()
+    progress = serializers.JSONField(allow_null=True)
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True, help_text="'timeout' or 'attempts'.")
+    postedAt = serializers.IntegerField()
+    updatedAt = serializers.IntegerField()
+    finishedAt = serializers.IntegerField(allow_null=True)
+
+
+class TaskRecordSerializer(TaskStatusSerializer):
+    """The full record: what a worker's claim answers."""
+
+    item = serializers.DictField(child=serializers.JSONField())
+    postedBy = serializers.CharField(allow_null=True)
+    lease = LeaseSerializer(allow_null=True)
+    fetchedAt = serializers.IntegerField(allow_null=True)
+
+
+class TaskPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = TaskStatusSerializer(many=True)
+
+
+class ItemSerializer(serializers.Serializer):
+    """Any JSON object; the queue's itemSchema, if it has one, decides more."""
+
+
+class ClaimRequestSerializer(serializers.Serializer):
+    worker = serializers.CharField(min_length=1, max_length=200)
+    wait = serializers.FloatField(required=False, min_value=0, max_value=60, default=0)
+    lease = serializers.IntegerField(
+        required=False, min_value=1, help_text="Seconds; default the queue's leaseSeconds."
+    )
+    max = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100,
+        help_text='Claim up to this many; the answer is then {"tasks": [...]}.',
+    )
+
+
+class ClaimManySerializer(serializers.Serializer):
+    tasks = TaskRecordSerializer(many=True)
+
+
+class _Fenced(serializers.Serializer):
+    worker = serializers.CharField(min_length=1, max_length=200)
+    attempt = serializers.IntegerField(help_text="The task's attempts as the claim answered.")
+
+
+class ProgressRequestSerializer(_Fenced):
+    progress = serializers.JSONField(required=False, help_text="Omit to extend the lease only.")
+
+
+class ProgressResponseSerializer(serializers.Serializer):
+    lease = LeaseSerializer()
+    cancelRequested = serializers.BooleanField()
+
+
+class ResultRequestSerializer(_Fenced):
+    result = serializers.JSONField()
+
+
+class FailRequestSerializer(_Fenced):
+    result = serializers.JSONField(required=False, allow_null=True)
+    retry = serializers.BooleanField(required=False, default=False)
+    cancelled = serializers.BooleanField(required=False, default=False)

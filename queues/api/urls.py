@@ -1,0 +1,28 @@
+"""/api/v1/: api.md's endpoints, the OpenAPI schema and its offline docs page."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from queues.api import events, views
+
+app_name = "api"
+
+QUEUE = "queues/<str:host>/<str:queue>/"
+TASK = QUEUE + "tasks/<str:id>"
+
+urlpatterns = [
+    path(QUEUE + "tasks", views.TasksView.as_view(), name="tasks"),
+    path(TASK, views.TaskView.as_view(), name="task"),
+    path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),
+    path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
+    path(QUEUE + "claim", views.ClaimView.as_view(), name="claim"),
+    path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
+    path(TASK + "/result", views.ResultView.as_view(), name="result"),
+    path(TASK + "/fail", views.FailView.as_view(), name="fail"),
+    path(QUEUE + "events", events.EventStreamView.as_view(), name="events"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # The split view serves its start-up script from its own URL, not inline, so the site's
+    # CSP (script-src 'self') holds; the Swagger UI assets come from the sidecar's static files.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="queues:api:schema"), name="docs"),
+    re_path(r"^.*$", views.NoSuchPath.as_view(), name="no-such-path"),
+]

@@ -1,0 +1,261 @@
+"""The API's views: each resolves the queue, parses, makes one action call and renders.
+
+Who may do what is decided in queues.api.context and queues.api.actions; bodies and parameters
+are read by queues.api.inputs; every refusal is rendered by queues.api.errors.
+"""
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
+from rest_framework.views import APIView
+
+from queues.api import actions, inputs
+from queues.api import serializers as s
+from queues.api.context import resolve
+from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
+from queues.store import State, TaskPage
+
+QUEUE = path_parameters(task=False)
+TASK = path_parameters(task=True)
+
+
+def _int_query(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, int, OpenApiParameter.QUERY, description=description)
+
+
+class TasksView(APIView):
+    @extend_schema(
+        operation_id="post_task",
+        summary="Post a task",
+        parameters=[
+            *QUEUE,
+            _int_query("delay", "Seconds before it may be claimed, 0..queueSeconds."),
+            _int_query("priority", "-100..100; higher is claimed first."),
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="1..255 visible ASCII characters.",
+            ),
+        ],
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={
+            201: s.TaskStatusSerializer,
+            200: OpenApiResponse(s.TaskStatusSerializer, description="Idempotent replay."),
+            **errors(*WITH_BODY, 422, 429),
+        },
+    )
+    def post(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        item = inputs.json_body(request)
+        posted = actions.post(
+            ctx,
+            item,
+            priority=inputs.query(request, "priority", int, 0),
+            delay=inputs.query(request, "delay", int, 0),
+            idempotency_key=request.headers.get("Idempotency-Key"),
+        )
+        headers = {"Location": reverse("queues:api:task", args=[host, queue, posted.task.id])}
+        if posted.replayed:
+            headers["Idempotent-Replayed"] = "true"
+        return Response(
+            posted.task.status_view(), status=200 if posted.replayed else 201, headers=headers
+        )
+
+    @extend_schema(
+        operation_id="list_tasks",
+        summary="List tasks, newest first: the caller's own, or all for an operator",
+        parameters=[
+            *QUEUE,
+            OpenApiParameter("status", str, OpenApiParameter.QUERY, enum=inputs.STATUSES),
+            _int_query("limit", "1..200, default 50; out-of-range values are clamped."),
+            _int_query("offset", "Tasks to skip."),
+        ],
+        responses={200: s.TaskPageSerializer, **errors(*ALWAYS)},
+    )
+    def get(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        limit, offset = inputs.page(request)
+        found = actions.list_tasks(
+            ctx, status=inputs.status_filter(request), limit=limit, offset=offset
+        )
+        return Response(_page(request, found, limit, offset))
+
+
+def _page(request: Request, found: TaskPage, limit: int, offset: int) -> dict[str, Any]:
+    url = replace_query_param(request.build_absolute_uri(), "limit", limit)
+    after = offset + limit
+    before = max(offset - limit, 0)
+    return {
+        "count": found.count,
+        "next": replace_query_param(url, "offset", after) if after < found.count else None,
+        "previous": None
+        if offset <= 0
+        else (
+            remove_query_param(url, "offset")
+            if before == 0
+            else replace_query_param(url, "offset", before)
+        ),
+        "results": [task.status_view() for task in found.tasks],
+    }
+
+
+class TaskView(APIView):
+    @extend_schema(
+        operation_id="read_task",
+        summary="A task's status; with wait, held until it changes",
+        parameters=[
+            *TASK,
+            OpenApiParameter("wait", float, OpenApiParameter.QUERY, description="0..60 s."),
+            _int_query("since", "An updatedAt value: answer once the task's differs."),
+        ],
+        responses={200: s.TaskStatusSerializer, **errors(*ALWAYS)},
+    )
+    def get(self, request: Request, host: str, queue: str, id: str) -> Response:
+        ctx = resolve(request, host, queue)
+        wait, since = inputs.wait_query(request)
+        return Response(actions.read(ctx, id, wait=wait, since=since).status_view())
+
+
+class CancelView(APIView):
+    @extend_schema(
+        operation_id="cancel_task",
+        summary="Cancel: 200 when it was pending, 202 when running (cancelRequested)",
+        parameters=TASK,
+        request=None,
+        responses={
+            200: s.TaskStatusSerializer,
+            202: s.TaskStatusSerializer,
+            **errors(*ALWAYS, 409),
+        },
+    )
+    def post(self, request: Request, host: str, queue: str, id: str) -> Response:
+        task = actions.cancel(resolve(request, host, queue), id)
+        return Response(task.status_view(), status=202 if task.status is State.PROCESSING else 200)
+
+
+class RetryView(APIView):
+    @extend_schema(
+        operation_id="retry_task",
+        summary="Retry a failed or cancelled task with a fresh attempt budget",
+        parameters=TASK,
+        request=None,
+        responses={200: s.TaskStatusSerializer, **errors(*ALWAYS, 409)},
+    )
+    def post(self, request: Request, host: str, queue: str, id: str) -> Response:
+        return Response(actions.retry(resolve(request, host, queue), id).status_view())
+
+
+class ClaimView(APIView):
+    @extend_schema(
+        operation_id="claim",
+        summary="Claim the next task (or up to max); 204 when none came within wait",
+        parameters=QUEUE,
+        request=s.ClaimRequestSerializer,
+        responses={
+            200: OpenApiResponse(
+                s.TaskRecordSerializer,
+                description='The full record; with "max", {"tasks": [...]} (ClaimMany).',
+            ),
+            204: OpenApiResponse(description="Nothing could be claimed within wait."),
+            **errors(*WITH_BODY),
+        },
+    )
+    def post(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        body = inputs.json_object(request)
+        many = body.get("max") is not None
+        tasks = actions.claim(
+            ctx,
+            worker=inputs.string(body, "worker"),
+            wait=inputs.seconds(body, "wait", high=60),
+            lease=inputs.integer(body, "lease", None),
+            max_tasks=inputs.integer(body, "max", 1, low=1, high=100),
+        )
+        if not tasks:
+            return Response(status=204)
+        records = [task.to_record() for task in tasks]
+        return Response({"tasks": records} if many else records[0])
+
+
+class ProgressView(APIView):
+    @extend_schema(
+        operation_id="progress",
+        summary="Report progress and extend the lease",
+        parameters=TASK,
+        request=s.ProgressRequestSerializer,
+        responses={200: s.ProgressResponseSerializer, **errors(*WITH_BODY, 409)},
+    )
+    def post(self, request: Request, host: str, queue: str, id: str) -> Response:
+        ctx = resolve(request, host, queue)
+        body = inputs.json_object(request)
+        task = actions.progress(
+            ctx,
+            id,
+            worker=inputs.string(body, "worker"),
+            attempt=inputs.integer(body, "attempt"),
+            progress=body.get("progress"),
+        )
+        lease = task.to_record()["lease"]
+        return Response({"lease": lease, "cancelRequested": task.cancel_requested})
+
+
+class ResultView(APIView):
+    @extend_schema(
+        operation_id="result",
+        summary="Finish the task with its result",
+        parameters=TASK,
+        request=s.ResultRequestSerializer,
+        responses={200: s.TaskStatusSerializer, **errors(*WITH_BODY, 409)},
+    )
+    def post(self, request: Request, host: str, queue: str, id: str) -> Response:
+        ctx = resolve(request, host, queue)
+        body = inputs.json_object(request)
+        task = actions.finish(
+            ctx,
+            id,
+            worker=inputs.string(body, "worker"),
+            attempt=inputs.integer(body, "attempt"),
+            result=inputs.present(body, "result"),
+        )
+        return Response(task.status_view())
+
+
+class FailView(APIView):
+    @extend_schema(
+        operation_id="fail",
+        summary="Report a failure: failed, retried after the backoff, or cancelled",
+        parameters=TASK,
+        request=s.FailRequestSerializer,
+        responses={200: s.TaskStatusSerializer, **errors(*WITH_BODY, 409)},
+    )
+    def post(self, request: Request, host: str, queue: str, id: str) -> Response:
+        ctx = resolve(request, host, queue)
+        body = inputs.json_object(request)
+        task = actions.fail(
+            ctx,
+            id,
+            worker=inputs.string(body, "worker"),
+            attempt=inputs.integer(body, "attempt"),
+            result=body.get("result"),
+            retry=inputs.boolean(body, "retry"),
+            cancelled=inputs.boolean(body, "cancelled"),
+        )
+        return Response(task.status_view())
+
+
+class NoSuchPath(APIView):
+    """Every other path under /api/v1/: the same 404 body as a missing task, never Django's
+    HTML page (a name with %2F in it, for one, never reaches the patterns above)."""
+
+    authentication_classes: list[Any] = []
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        raise NotFound()
