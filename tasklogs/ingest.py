@@ -1,0 +1,208 @@
+"""Reading the store's day-files into TaskEvent: incremental, complete lines only, idempotent.
+
+A cursor per day-file (name, inode, byte offset) says where the last run stopped. A run reads
+what was appended since, up to the last newline (a line still being written is left for the
+next run), and stores each chunk with the cursor's advance in one transaction. Two runs at once
+may read the same lines; the unique key (file, offset, digest) and `ignore_conflicts` store
+each line once, and the cursor only ever moves forward.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import connection, transaction
+from django.db.models.constants import OnConflict
+
+from queues.store.paths import day_of_file
+
+from .models import IngestCursor, TaskEvent
+from .parsing import BadLine, line_digest, parse_line
+
+CHUNK_BYTES = 4 << 20  # about 15,000 lines: one transaction, short enough not to starve a peer
+MAX_BAD_SHOWN = 20
+COLUMNS = (
+    "t", "at", "host", "queue", "task_id", "event", "status", "attempts", "worker", "bytes_item",
+    "bytes_progress", "bytes_result", "bytes_error", "archived", "file", "offset", "digest",
+)  # fmt: skip
+
+Progress = Callable[[int], None]  # called with the bytes just read
+
+
+@dataclass(frozen=True, kw_only=True)
+class BadLineSeen:
+    file: str
+    offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.offset}: {self.reason}"
+
+
+@dataclass(kw_only=True)
+class IngestReport:
+    files: int = 0
+    lines: int = 0  # complete lines read, good and bad (a line stored by a peer counts too)
+    bad: int = 0
+    bytes_read: int = 0
+    bad_lines: list[BadLineSeen] = field(default_factory=list)  # the first MAX_BAD_SHOWN
+
+    def add(self, other: IngestReport) -> None:
+        self.files += other.files
+        self.lines += other.lines
+        self.bad += other.bad
+        self.bytes_read += other.bytes_read
+        self.bad_lines.extend(other.bad_lines[: MAX_BAD_SHOWN - len(self.bad_lines)])
+
+
+def day_files(source: Path) -> list[os.DirEntry[str]]:
+    """The day-files of `source`, oldest first (other names are not the store's and are left)."""
+    with os.scandir(source) as entries:
+        found = [e for e in entries if day_of_file(e.name) and e.is_file(follow_symlinks=False)]
+    return sorted(found, key=lambda e: e.name)
+
+
+def pending_bytes(source: Path) -> int:
+    """How much of `source` is not read yet: the size of a backfill, for the progress bar."""
+    cursors = {c.name: c for c in IngestCursor.objects.all()}
+    total = 0
+    for entry in day_files(source):
+        st = entry.stat(follow_symlinks=False)
+        cursor = cursors.get(entry.name)
+        done = cursor.offset if cursor and cursor.inode == st.st_ino else 0
+        total += max(st.st_size - done, 0)
+    return total
+
+
+def ingest_directory(source: Path, *, progress: Progress | None = None) -> IngestReport:
+    """Ingest every day-file of `source`. Day-files pruned from it keep their events here."""
+    report = IngestReport()
+    cursors = {c.name: c for c in IngestCursor.objects.all()}
+    for entry in day_files(source):
+        st = entry.stat(follow_symlinks=False)
+        cursor = cursors.get(entry.name)
+        if cursor and cursor.inode == st.st_ino and cursor.offset == st.st_size:
+            continue  # nothing new: the common case under --follow, answered without reading
+        report.add(ingest_day_file(Path(entry.path), cursor, progress=progress))
+    return report
+
+
+def ingest_day_file(
+    path: Path, cursor: IngestCursor | None = None, *, progress: Progress | None = None
+) -> IngestReport:
+    """Store the complete lines of `path` past its cursor. Idempotent: a line is stored once."""
+    report = IngestReport(files=1)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        inode = os.fstat(fd).st_ino
+        cursor = _cursor_for(path.name, inode, cursor)
+        offset = cursor.offset
+        while chunk := os.pread(fd, CHUNK_BYTES, offset):
+            end = chunk.rfind(b"\n") + 1
+            if end == 0 and len(chunk) == CHUNK_BYTES:
+                end = _skip_overlong(fd, offset, report, path.name)
+            if end == 0:
+                break  # only a line still being written: left for the next run
+            rows = list(_rows(chunk[:end], path.name, offset, report))
+            _store(rows, cursor, offset + end)
+            offset += end
+            report.bytes_read += end
+            if progress:
+                progress(end)
+    finally:
+        os.close(fd)
+    return report
+
+
+def _cursor_for(name: str, inode: int, known: IngestCursor | None) -> IngestCursor:
+    cursor = (
+        known
+        or IngestCursor.objects.get_or_create(name=name, defaults={"inode": inode, "offset": 0})[0]
+    )
+    if cursor.inode != inode:
+        # The day-file was replaced (a new inode, e.g. re-copied from the server): read it from
+        # the start; lines already stored are recognised by their key and not stored again.
+        IngestCursor.objects.filter(pk=cursor.pk).update(inode=inode, offset=0)
+        cursor.inode, cursor.offset = inode, 0
+    return cursor
+
+
+def _store(rows: list[tuple[object, ...]], cursor: IngestCursor, offset: int) -> None:
+    with transaction.atomic():
+        _insert_ignoring_stored(rows)
+        # Only forward: a slower peer that read the same chunk must not move the cursor back.
+        IngestCursor.objects.filter(pk=cursor.pk, inode=cursor.inode, offset__lt=offset).update(
+            offset=offset
+        )
+    cursor.offset = max(cursor.offset, offset)
+
+
+def _insert_ignoring_stored(rows: list[tuple[object, ...]]) -> None:
+    """What `bulk_create(ignore_conflicts=True)` does, without building a model instance and
+    preparing 17 fields through the ORM per line: that alone held a backfill to about 11,000
+    lines a second, a fifth of the target. The SQL comes from Django's own backend operations,
+    so it is `INSERT OR IGNORE` on SQLite and `ON CONFLICT DO NOTHING` on PostgreSQL."""
+    if not rows:
+        return
+    meta, ops = TaskEvent._meta, connection.ops
+    fields = [meta.get_field(name) for name in COLUMNS]
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    sql = (
+        f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} {ops.quote_name(meta.db_table)} "
+        f"({columns}) VALUES ({marks}) "
+        f"{ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def _db_time() -> Callable[[dt.datetime], object]:
+    """The backend's own conversion of a datetime, or on SQLite the same result in one call:
+    Django stores an aware datetime there as the text of its naive UTC value (the connection's
+    time zone is UTC), and its general converter was a quarter of a backfill's time."""
+    if connection.vendor == "sqlite" and connection.timezone_name == "UTC":
+        return lambda at: str(at.replace(tzinfo=None))
+    return connection.ops.adapt_datetimefield_value
+
+
+def _rows(chunk: bytes, name: str, base: int, report: IngestReport) -> Iterable[tuple[object, ...]]:
+    offset = base
+    to_db_time = _db_time()
+    for line in chunk.split(b"\n")[:-1]:  # the chunk ends in a newline: the last piece is empty
+        report.lines += 1
+        try:
+            r = parse_line(line)
+        except BadLine as exc:
+            _bad(report, name, offset, str(exc))
+        else:
+            # In COLUMNS' order.
+            yield (
+                r.t, to_db_time(r.at), r.host, r.queue, r.task_id, r.event, r.status, r.attempts,
+                r.worker or "", r.bytes_item, r.bytes_progress, r.bytes_result, r.bytes_error,
+                ",".join(r.archived), name, offset, line_digest(line),
+            )  # fmt: skip
+        offset += len(line) + 1
+
+
+def _bad(report: IngestReport, name: str, offset: int, reason: str) -> None:
+    report.bad += 1
+    if len(report.bad_lines) < MAX_BAD_SHOWN:
+        report.bad_lines.append(BadLineSeen(file=name, offset=offset, reason=reason))
+
+
+def _skip_overlong(fd: int, offset: int, report: IngestReport, name: str) -> int:
+    """A line longer than a chunk is no event line: count it bad and step past its newline."""
+    end = CHUNK_BYTES
+    while chunk := os.pread(fd, CHUNK_BYTES, offset + end):
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            report.lines += 1
+            _bad(report, name, offset, "a line longer than any event line")
+            return end + newline + 1
+        end += len(chunk)
+    return 0  # still being written, or a torn tail: the next run looks again

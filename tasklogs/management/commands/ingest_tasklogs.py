@@ -1,0 +1,67 @@
+"""`manage.py ingest_tasklogs [--follow] [--source DIR]`: the store's day-files into TaskEvent."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import close_old_connections
+
+from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
+from tasklogs.progress import ProgressBar
+from tasklogs.watch import DirectoryWatch
+
+SAFETY_WAKE_SECONDS = 30.0  # even with inotify, look again now and then (a missed event, NFS)
+BAR_FROM_BYTES = 4 << 20  # smaller runs finish before a bar would be worth drawing
+
+
+class Command(BaseCommand):
+    help = "Read the store's task-event day-files into the Task Logs table (incremental)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--follow", action="store_true", help="Keep going; wake on appends.")
+        parser.add_argument("--source", type=Path, help="Day-file directory (default: logs/tasks).")
+
+    def handle(self, *args: Any, follow: bool, source: Path | None, **options: Any) -> None:
+        source = source or Path(settings.TASKHOSTER_LOGS_DIR) / "tasks"
+        if not source.is_dir():
+            raise CommandError(f"{source} is not a directory.")
+        self._run_once(source)
+        if follow:
+            self._follow(source)
+
+    def _run_once(self, source: Path) -> IngestReport:
+        started = time.monotonic()
+        bar = self._bar(source)
+        report = ingest_directory(source, progress=bar)
+        if bar:
+            bar.done()
+        for bad in report.bad_lines:
+            self.stderr.write(f"bad line {bad}")
+        if report.lines or report.bad:
+            seconds = time.monotonic() - started
+            self.stdout.write(f"{report.lines} lines from {report.files} day-files in "
+                              f"{seconds:.1f} s, {report.bad} bad")  # fmt: skip
+        return report
+
+    def _bar(self, source: Path) -> ProgressBar | None:
+        if not sys.stderr.isatty():
+            return None
+        total = pending_bytes(source)
+        return ProgressBar(total, sys.stderr) if total >= BAR_FROM_BYTES else None
+
+    def _follow(self, source: Path) -> None:
+        watch = DirectoryWatch(source)
+        try:
+            while True:
+                watch.wait(SAFETY_WAKE_SECONDS)
+                close_old_connections()  # a follower runs for days; drop a connection gone bad
+                self._run_once(source)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watch.close()

@@ -1,0 +1,128 @@
+"""One line of the store's event log, checked and turned into a value (tasklogs.md).
+
+Pure: no database, no files. A line that is not exactly the contract's shape raises BadLine,
+which the ingester counts and reports; it never stops a run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from queues.store.errors import StoreError
+from queues.store.eventlog import EVENTS
+from queues.store.paths import validate_host, validate_queue, validate_task_id
+
+PAYLOAD_KINDS = ("item", "progress", "result", "error")
+KINDS = frozenset(PAYLOAD_KINDS)
+STATUSES = frozenset({"pending", "processing", "finished", "failed", "cancelled"})
+MAX_WORKER = 255
+
+
+class BadLine(ValueError):
+    """Not an event line of the contract."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventRecord:
+    t: int
+    at: dt.datetime
+    host: str
+    queue: str
+    task_id: str
+    event: str
+    status: str
+    attempts: int
+    worker: str | None
+    bytes_item: int
+    bytes_progress: int
+    bytes_result: int
+    bytes_error: int
+    archived: tuple[str, ...]
+
+
+def parse_line(text: bytes | str) -> EventRecord:
+    """The event of one log line (without its newline); BadLine says what is wrong."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise BadLine(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadLine("not a JSON object")
+    try:
+        return _record(data)
+    except (KeyError, TypeError) as exc:
+        raise BadLine(f"missing or mistyped field {exc}") from None
+    except StoreError:
+        raise BadLine("host, queue or id is not a valid name") from None
+
+
+def line_digest(line: bytes) -> int:
+    """A signed 64-bit hash of the raw line: with the file and offset it makes the line's key, so
+    a day-file rewritten with other content at the same offsets is not mistaken for the old one."""
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big", signed=True)
+
+
+def _record(d: dict[str, Any]) -> EventRecord:
+    t, at, event, status, worker = d["t"], d["at"], d["event"], d["status"], d["worker"]
+    sizes, archived, attempts = d["bytes"], d["archived"], d["attempts"]
+    _check(_is_int(t) and t >= 0, "t is not a unix time")
+    _check(type(at) is str and at.endswith("Z"), "at is not an ISO time in UTC")
+    try:
+        when = dt.datetime.fromisoformat(at)
+    except ValueError:
+        raise BadLine("at is not an ISO time") from None
+    _check(int(when.timestamp()) == t, "t and at disagree")
+    _check(event in EVENTS, "unknown event")
+    _check(status in STATUSES, "unknown status")
+    _check(_is_int(attempts) and 0 <= attempts < 2**31, "attempts is not a count")
+    _check(worker is None or (type(worker) is str and 0 < len(worker) <= MAX_WORKER),
+           "worker is not a name")  # fmt: skip
+    _check(type(sizes) is dict, "bytes is not an object")
+    item, progress = sizes.get("item", 0), sizes.get("progress", 0)
+    result, error = sizes.get("result", 0), sizes.get("error", 0)
+    for n in (item, progress, result, error):
+        _check(_is_int(n) and 0 <= n < 2**63, "a byte size is not a count")
+    _check(type(archived) is list and set(archived) <= KINDS, "archived names an unknown payload")
+    return EventRecord(
+        t=t,
+        at=when,
+        host=_name(validate_host, d["host"]),
+        queue=_name(validate_queue, d["queue"]),
+        task_id=validate_task_id(d["id"]),
+        event=event,
+        status=status,
+        attempts=attempts,
+        worker=worker,
+        bytes_item=item,
+        bytes_progress=progress,
+        bytes_result=result,
+        bytes_error=error,
+        archived=tuple(k for k in PAYLOAD_KINDS if k in archived),
+    )
+
+
+_valid_names: set[tuple[object, str]] = set()
+
+
+def _name(validate: Callable[[str], str], name: str) -> str:
+    # A log names few hosts and queues a million times: check each once. The set only grows
+    # by valid names, which the store allows a few thousand of at most.
+    if (validate, name) not in _valid_names:
+        validate(name)
+        _valid_names.add((validate, name))
+    return name
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # not isinstance: bool is an int, and `true` is not a count
+
+
+def _check(ok: bool, reason: str) -> None:
+    if not ok:
+        raise BadLine(reason)
