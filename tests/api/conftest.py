@@ -1,0 +1,117 @@
+"""The API tests' world: one host with two queues, a second host, and a caller per role.
+
+`alice` produces on the own queue, `bob` works it, `olga` operates it; `paula` is a second
+producer there (her tasks are foreign to alice); `mallory` produces on the other queue and the
+other host, whose tasks are foreign to everyone above.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from queues.models import Queue
+from queues.services import get_or_create_user, get_store, grant
+from queues.store import QueueStore, Task
+from queues.tokens import issue_token
+
+HOST, QUEUE = "task.example.com", "resize"
+OTHER_QUEUE = (HOST, "thumbs")
+OTHER_HOST = ("other.example.org", "resize")
+MISSING = (HOST, "missing")
+BASE = "/api/v1/queues"
+
+
+def url(host: str, queue: str, rest: str = "tasks") -> str:
+    return f"{BASE}/{host}/{queue}/{rest}"
+
+
+def bearer(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+@dataclass
+class World:
+    queues: dict[str, Queue]
+    tokens: dict[str, str]
+    clients: dict[str, APIClient] = field(default_factory=dict)
+
+    @property
+    def store(self) -> QueueStore:
+        return get_store()
+
+    def client(self, who: str) -> APIClient:
+        if who not in self.clients:
+            self.clients[who] = bearer(self.tokens[who]) if who in self.tokens else APIClient()
+        return self.clients[who]
+
+    def post(
+        self,
+        place: tuple[str, str] = (HOST, QUEUE),
+        *,
+        by: str | None = "alice",
+        item: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> Task:
+        """Post straight to the store (the API's own post is tested through HTTP)."""
+        queue = Queue.objects.get(host__name=place[0], name=place[1])
+        return self.store.post(
+            *place, item or {"n": 1}, settings=queue.to_settings(), posted_by=by, **kw
+        ).task
+
+    def claim(self, place: tuple[str, str] = (HOST, QUEUE), worker: str = "box-1") -> Task:
+        queue = Queue.objects.get(host__name=place[0], name=place[1])
+        return self.store.claim(*place, settings=queue.to_settings(), worker=worker)[0]
+
+
+@pytest.fixture(autouse=True)
+def fast_store(settings) -> None:
+    # Durability is the store tests' subject; here fsync only slows the suite down.
+    settings.TASKHOSTER_FSYNC = False
+
+
+@pytest.fixture
+def world(make_queue) -> World:
+    queues = {
+        "own": make_queue(HOST, QUEUE),
+        "other_queue": make_queue(*OTHER_QUEUE),
+        "other_host": make_queue(*OTHER_HOST),
+    }
+    grants = [
+        ("alice", "producer", "own"),
+        ("paula", "producer", "own"),
+        ("bob", "worker", "own"),
+        ("olga", "operator", "own"),
+        ("mallory", "producer", "other_queue"),
+        ("mallory", "producer", "other_host"),
+        ("mallory", "worker", "other_queue"),
+        ("mallory", "worker", "other_host"),
+    ]
+    for user, role, place in grants:
+        queue = queues[place]
+        grant(user, f"{queue.host.name}/{queue.name}", role)
+    tokens = {
+        who: issue_token(get_or_create_user(who), "test")[1]
+        for who in ("alice", "paula", "bob", "olga", "mallory")
+    }
+    return World(queues=queues, tokens=tokens)
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its content (None for a directory): what "nothing was
+    written" is compared against."""
+    found: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            found[os.path.relpath(os.path.join(dirpath, name), root)] = None
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            found[os.path.relpath(path, root)] = Path(path).read_bytes()
+    return found
