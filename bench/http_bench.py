@@ -1,0 +1,113 @@
+"""HTTP benchmark: taskhoster through gunicorn on loopback, against a trivial DRF endpoint.
+
+    .venv/bin/python bench/http_bench.py [--tasks 2000] [--waiters 100] [--threads 8] ...
+
+Starts its own gunicorn on a throw-away SQLite database and directories, then measures, in
+one run so the machine's noise hits both: the ceiling (POST /bench/noop, a trivial
+bearer-authenticated DRF view served from bench/http_bench_urls.py), lifecycles per second
+(post, claim, result, fetch; 4 producers and 4 workers), the post -> waiting-claim latency,
+and the same with 100 claims waiting on another queue (other requests' latency, RSS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
+
+from http_bench_load import Waiters, claim_latency, lifecycles, noop_rate  # noqa: E402
+from http_bench_server import Server  # noqa: E402
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=2000, help="lifecycles to run")
+    parser.add_argument("--producers", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=4, help="worker client processes")
+    parser.add_argument("--clients", type=int, default=8, help="processes for the ceiling")
+    parser.add_argument("--seconds", type=float, default=5.0, help="each ceiling measurement")
+    parser.add_argument("--samples", type=int, default=200, help="post -> claim latencies")
+    parser.add_argument("--waiters", type=int, default=100, help="claims held waiting at once")
+    parser.add_argument("--worker-class", default="gthread")
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="default: gunicorn.conf.py's")
+    parser.add_argument("--fsync", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--skip", default="", help="comma list: lifecycles,latency,waiters")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    threads = args.threads if args.threads is not None else configured_threads()
+    server = Server(worker_class=args.worker_class, workers=args.web_workers,
+                    threads=threads, fsync=bool(args.fsync))  # fmt: skip
+    rows: list[tuple[str, str, str]] = []
+    try:
+        server.prepare()
+        server.start()
+        noop_rate(server.url, server.tokens["producer"], 2, 1.0)  # warm up both workers
+        ceiling = noop_rate(server.url, server.tokens["producer"], args.clients, args.seconds)
+        rows.append(("trivial DRF POST (ceiling)", f"{ceiling['rps']:.0f} req/s",
+                     f"p50 {ceiling['p50_ms']:.1f} ms, p99 {ceiling['p99_ms']:.1f} ms, "
+                     f"{ceiling['errors']} errors, {args.clients} clients"))  # fmt: skip
+        if "lifecycles" not in skip:
+            life = lifecycles(server.url, server.tokens, args.producers, args.workers, args.tasks)
+            cost = ceiling["rps"] / life["lifecycles_per_s"]
+            rows.append(("lifecycles (post,claim,result,fetch)",
+                         f"{life['lifecycles_per_s']:.0f} /s",
+                         f"= {cost:.1f} trivial requests each (target <= 5); "
+                         f"{life['fetched']} fetched, {life['claimed']} claimed"))  # fmt: skip
+        if "latency" not in skip:
+            lat = claim_latency(server.url, server.tokens, args.samples)
+            note = f"p50 {lat['p50_ms']:.1f} ms, {lat['samples']} samples (target p99 <= 10 ms)"
+            rows.append(("post -> waiting claim", f"p99 {lat['p99_ms']:.1f} ms", note))
+        if "waiters" not in skip:
+            rows += with_waiters(server, args, ceiling)
+    finally:
+        server.stop()
+    print_table(args, threads, rows)
+
+
+def with_waiters(server: Server, args: argparse.Namespace, ceiling: dict[str, float]) -> list:
+    rss_before = server.rss_mb()
+    idle = noop_rate(server.url, server.tokens["producer"], 4, args.seconds)
+    with Waiters(server.url, server.tokens["worker"], args.waiters):
+        busy = noop_rate(server.url, server.tokens["producer"], 4, args.seconds)
+        rss_after = server.rss_mb()
+        lat = claim_latency(server.url, server.tokens, min(args.samples, 100))
+    slower = busy["p50_ms"] / idle["p50_ms"] - 1
+    return [
+        ("trivial POST, 4 clients, no waiters", f"{idle['rps']:.0f} req/s",
+         f"p50 {idle['p50_ms']:.1f} ms, p99 {idle['p99_ms']:.1f} ms"),
+        (f"same with {args.waiters} claims waiting", f"{busy['rps']:.0f} req/s",
+         f"p50 {busy['p50_ms']:.1f} ms, p99 {busy['p99_ms']:.1f} ms, {busy['errors']} errors; "
+         f"p50 {slower:+.0%} (target <= +20%)"),
+        (f"RSS with {args.waiters} waiting", f"{rss_after:.0f} MB",
+         f"{rss_after - rss_before:+.0f} MB vs {rss_before:.0f} MB idle (target <= +100 MB)"),
+        (f"post -> waiting claim, {args.waiters} waiting", f"p99 {lat['p99_ms']:.1f} ms",
+         f"p50 {lat['p50_ms']:.1f} ms, {lat['samples']} samples, {lat['missed']} timed out"),
+    ]  # fmt: skip
+
+
+def configured_threads() -> int:
+    namespace: dict[str, object] = {}
+    conf = Path(__file__).resolve().parent.parent / "gunicorn.conf.py"
+    exec(compile(conf.read_text(), str(conf), "exec"), namespace)  # our own config file
+    return int(str(namespace.get("threads", 1)))
+
+
+def print_table(args: argparse.Namespace, threads: int, rows: list) -> None:
+    print(f"\n$ {shlex.join([sys.executable, *sys.argv])}")
+    print(f"gunicorn {args.worker_class}, {args.web_workers} workers x {threads} threads, "
+          f"fsync {'on' if args.fsync else 'off'}, loopback, 2-core machine shared\n")  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>14}  {note}")
+
+
+if __name__ == "__main__":
+    main()
