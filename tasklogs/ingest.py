@@ -26,9 +26,24 @@ from .parsing import BadLine, line_digest, parse_line
 CHUNK_BYTES = 4 << 20  # about 15,000 lines: one transaction, short enough not to starve a peer
 MAX_BAD_SHOWN = 20
 COLUMNS = (
-    "t", "at", "host", "queue", "task_id", "event", "status", "attempts", "worker", "bytes_item",
-    "bytes_progress", "bytes_result", "bytes_error", "archived", "file", "offset", "digest",
-)  # fmt: skip
+    "t",
+    "at",
+    "host",
+    "queue",
+    "task_id",
+    "event",
+    "status",
+    "attempts",
+    "worker",
+    "bytes_item",
+    "bytes_progress",
+    "bytes_result",
+    "bytes_error",
+    "archived",
+    "file",
+    "offset",
+    "digest",
+)
 
 Progress = Callable[[int], None]  # called with the bytes just read
 
@@ -182,10 +197,24 @@ def _rows(chunk: bytes, name: str, base: int, report: IngestReport) -> Iterable[
         else:
             # In COLUMNS' order.
             yield (
-                r.t, to_db_time(r.at), r.host, r.queue, r.task_id, r.event, r.status, r.attempts,
-                r.worker or "", r.bytes_item, r.bytes_progress, r.bytes_result, r.bytes_error,
-                ",".join(r.archived), name, offset, line_digest(line),
-            )  # fmt: skip
+                r.t,
+                to_db_time(r.at),
+                r.host,
+                r.queue,
+                r.task_id,
+                r.event,
+                r.status,
+                r.attempts,
+                r.worker or "",
+                r.bytes_item,
+                r.bytes_progress,
+                r.bytes_result,
+                r.bytes_error,
+                ",".join(r.archived),
+                name,
+                offset,
+                line_digest(line),
+            )
         offset += len(line) + 1
 
 

@@ -81,8 +81,10 @@ def _record(d: dict[str, Any]) -> EventRecord:
     _check(event in EVENTS, "unknown event")
     _check(status in STATUSES, "unknown status")
     _check(_is_int(attempts) and 0 <= attempts < 2**31, "attempts is not a count")
-    _check(worker is None or (type(worker) is str and 0 < len(worker) <= MAX_WORKER),
-           "worker is not a name")  # fmt: skip
+    _check(
+        worker is None or (type(worker) is str and 0 < len(worker) <= MAX_WORKER),
+        "worker is not a name",
+    )
     _check(type(sizes) is dict, "bytes is not an object")
     item, progress = sizes.get("item", 0), sizes.get("progress", 0)
     result, error = sizes.get("result", 0), sizes.get("error", 0)

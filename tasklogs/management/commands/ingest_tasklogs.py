@@ -44,8 +44,10 @@ class Command(BaseCommand):
             self.stderr.write(f"bad line {bad}")
         if report.lines or report.bad:
             seconds = time.monotonic() - started
-            self.stdout.write(f"{report.lines} lines from {report.files} day-files in "
-                              f"{seconds:.1f} s, {report.bad} bad")  # fmt: skip
+            self.stdout.write(
+                f"{report.lines} lines from {report.files} day-files in "
+                f"{seconds:.1f} s, {report.bad} bad"
+            )
         return report
 
     def _bar(self, source: Path) -> ProgressBar | None:

@@ -1,0 +1,186 @@
+"""The Task Logs reads: what a user may see, a keyset page of events, one task's timeline.
+
+Every query here starts from `visible_events(user)`: the events of the queues the user operates
+(`queues.access`, the one place roles are read), so no view can forget the tenant rule.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from queues.access import User, operated_queues
+from queues.services import get_store
+from queues.store.errors import StoreError
+from queues.store.paths import validate_host, validate_queue, validate_task_id
+
+from .models import TaskEvent
+from .parsing import PAYLOAD_KINDS
+
+PAGE_SIZE = 50
+TIMELINE_LIMIT = 2000  # a task reporting progress every second for hours: show the start
+_CURSOR = re.compile(r"(\d{1,20})-(\d{1,20})", re.ASCII)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Filters:
+    host: str = ""
+    queue: str = ""
+    task_id: str = ""
+    event: str = ""
+    worker: str = ""
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page:
+    events: list[TaskEvent]
+    older: str | None  # the cursor of the next page back in time, when there is one
+    newer: str | None  # the cursor of the page before this one, when this is not the first
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeline:
+    host: str
+    queue: str
+    task_id: str
+    events: list[TaskEvent]
+    truncated: bool
+    payloads: list[str] = field(default_factory=list)  # kinds any event archived
+    current: Any = None  # the task as the store holds it now, or None when it is gone
+
+
+def visible_events(user: User) -> QuerySet[TaskEvent]:
+    by_host: dict[str, list[str]] = defaultdict(list)
+    for host, queue in operated_queues(user).values_list("host__name", "name"):
+        by_host[host].append(queue)
+    if not by_host:
+        return TaskEvent.objects.none()
+    return TaskEvent.objects.filter(
+        reduce(or_, (Q(host=host, queue__in=queues) for host, queues in by_host.items()))
+    )
+
+
+def operates_any(user: User) -> bool:
+    return operated_queues(user).exists()
+
+
+def may_operate(user: User, host: str, queue: str) -> bool:
+    return operated_queues(user).filter(host__name=host, name=queue).exists()
+
+
+def encode_cursor(event: TaskEvent) -> str:
+    return f"{int(event.at.timestamp() * 1_000_000)}-{event.pk}"
+
+
+def decode_cursor(text: str) -> tuple[dt.datetime, int] | None:
+    match = _CURSOR.fullmatch(text)
+    if not match:
+        return None
+    micros, pk = int(match.group(1)), int(match.group(2))
+    try:
+        at = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+    except OverflowError:
+        return None
+    return at, pk
+
+
+def event_page(
+    user: User, filters: Filters, *, before: str = "", after: str = "", size: int = PAGE_SIZE
+) -> Page:
+    """One page, newest first. `before`/`after` are cursors: (at, id) of the row to go past.
+
+    Keyset, not OFFSET: each page is a range scan of an index ending in (at, id) from the
+    cursor, so page 10,000 costs what page 1 costs.
+    """
+    events = _filtered(visible_events(user), filters)
+    if after and (key := decode_cursor(after)):
+        at, pk = key
+        newer = events.filter(at__gte=at).exclude(at=at, pk__lte=pk).order_by("at", "pk")
+        rows = list(newer[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size][::-1]
+        return Page(events=rows, older=_cursor(rows, -1), newer=_cursor(rows, 0) if more else None)
+    key = decode_cursor(before) if before else None
+    if key:
+        at, pk = key
+        # at <= cursor bounds the index scan; the exclude only drops the cursor's own instant.
+        events = events.filter(at__lte=at).exclude(at=at, pk__gte=pk)
+    rows = list(events.order_by("-at", "-pk")[: size + 1])
+    more = len(rows) > size
+    rows = rows[:size]
+    return Page(
+        events=rows,
+        older=_cursor(rows, -1) if more else None,
+        newer=_cursor(rows, 0) if key else None,
+    )
+
+
+def _cursor(rows: list[TaskEvent], index: int) -> str | None:
+    return encode_cursor(rows[index]) if rows else None
+
+
+def _filtered(events: QuerySet[TaskEvent], f: Filters) -> QuerySet[TaskEvent]:
+    exact = {
+        "host": f.host,
+        "queue": f.queue,
+        "task_id": f.task_id,
+        "event": f.event,
+        "worker": f.worker,
+    }
+    events = events.filter(**{name: value for name, value in exact.items() if value})
+    if f.since:
+        events = events.filter(at__gte=f.since)
+    if f.until:
+        events = events.filter(at__lt=f.until)
+    return events
+
+
+def task_timeline(user: User, host: str, queue: str, task_id: str) -> Timeline | None:
+    """Every event of one task in order, and the task as it is now; None when the user may
+    not see it or nothing is known of it (the same answer, so a 404 says nothing)."""
+    if not valid_names(host, queue, task_id) or not may_operate(user, host, queue):
+        return None
+    rows = list(
+        TaskEvent.objects.filter(host=host, queue=queue, task_id=task_id).order_by("at", "pk")[
+            : TIMELINE_LIMIT + 1
+        ]
+    )
+    current = current_task(host, queue, task_id)
+    if not rows and current is None:
+        return None
+    archived = {kind for row in rows for kind in row.archived_kinds}
+    return Timeline(
+        host=host,
+        queue=queue,
+        task_id=task_id,
+        events=rows[:TIMELINE_LIMIT],
+        truncated=len(rows) > TIMELINE_LIMIT,
+        current=current,
+        payloads=[k for k in PAYLOAD_KINDS if k in archived],
+    )
+
+
+def valid_names(host: str, queue: str, task_id: str) -> bool:
+    """The store's own name rules: anything else names no task (and no file) at all."""
+    try:
+        validate_host(host), validate_queue(queue), validate_task_id(task_id)
+    except StoreError:
+        return False
+    return True
+
+
+def current_task(host: str, queue: str, task_id: str) -> Any:
+    """The task in the store, if it is still there. Reading never stamps `fetchedAt`."""
+    try:
+        return get_store().read(host, queue, task_id)
+    except StoreError:
+        return None  # gone (retention), never there, or a corrupt file: the log still speaks

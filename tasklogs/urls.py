@@ -1,0 +1,15 @@
+"""Task Logs, mounted under /logs/ by the site's URLs."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "tasklogs"
+
+# Names are plain path segments here and checked against the store's rules in the query layer,
+# so `..`, `%2F`, `%00` or upper case all end in the same 404 as an unknown task.
+urlpatterns = [
+    path("", views.event_list, name="events"),
+    path("<str:host>/<str:queue>/<str:task_id>/", views.task_timeline, name="task"),
+    path("<str:host>/<str:queue>/<str:task_id>/payloads/<str:kind>", views.payload, name="payload"),
+]

@@ -1,0 +1,57 @@
+"""Task Logs pages for operators: parse the request, make one call, render.
+
+Who may see what is decided in `queries` (from `queues.access`); a user who may not see a
+queue gets the same 404 as for a queue or task that does not exist.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from . import queries
+from .forms import EventFilterForm
+from .payloads import FILES, open_payload
+
+# The payload is user JSON: never let a browser sniff it into HTML, run it, or frame it.
+PAYLOAD_POLICY = "default-src 'none'; sandbox"
+
+
+@require_safe
+@login_required
+def event_list(request: HttpRequest) -> HttpResponse:
+    if not queries.operates_any(request.user):
+        raise Http404
+    form = EventFilterForm(request.GET)
+    page = queries.event_page(request.user, **form.query()) if form.is_valid() else None
+    context = {"form": form, "page": page, "shareable": form.shareable()}
+    return render(request, "tasklogs/events.html", context)
+
+
+@require_safe
+@login_required
+def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
+    timeline = queries.task_timeline(request.user, host, queue, task_id)
+    if timeline is None:
+        raise Http404
+    return render(request, "tasklogs/task.html", {"timeline": timeline})
+
+
+@require_safe
+@login_required
+def payload(request: HttpRequest, host: str, queue: str, task_id: str, kind: str) -> FileResponse:
+    opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, host, queue, task_id, kind)
+    if opened is None:
+        raise Http404
+    response = FileResponse(
+        opened,
+        as_attachment=True,
+        filename=f"{task_id}-{FILES[kind]}",
+        content_type="application/json; charset=utf-8",
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = PAYLOAD_POLICY
+    return response

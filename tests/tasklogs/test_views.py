@@ -1,0 +1,278 @@
+"""The Task Logs pages: filters, keyset pages, the tenant rule, escaping, the payload view."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from queues.services import grant
+from tasklogs.ingest import ingest_directory
+from tasklogs.queries import PAGE_SIZE
+
+from .conftest import DAY1, TASK, line
+
+pytestmark = pytest.mark.django_db
+HOST, OTHER = "task.example.com", "other.example.com"
+ROW = re.compile(r'href="/logs/([^/]+)/([^/]+)/([0-9a-f]{16})/"')
+
+
+@pytest.fixture
+def queues(make_queue):
+    return make_queue(HOST, "resize"), make_queue(HOST, "thumbs"), make_queue(OTHER, "resize")
+
+
+@pytest.fixture
+def operator(queues, client):
+    """A user who operates task.example.com/resize only, logged in."""
+    grant("olga", f"{HOST}/resize", "operator")
+    grant("olga", f"{HOST}/thumbs", "producer")  # a producer is no operator
+    client.force_login(get_user_model().objects.get(username="olga"))
+    return client
+
+
+@pytest.fixture
+def staff(queues, client):
+    client.force_login(get_user_model().objects.create_user("root", is_staff=True))
+    return client
+
+
+@pytest.fixture
+def logged(append, day_dir: Path):
+    """Write lines to the day-file and ingest them."""
+
+    def write(*lines: dict) -> None:
+        append("2025-01-01", *lines)
+        ingest_directory(day_dir)
+
+    return write
+
+
+def task_ids(response) -> list[str]:
+    return [m.group(3) for m in ROW.finditer(response.content.decode())]
+
+
+def test_an_operator_sees_only_the_queues_they_operate(operator, logged) -> None:
+    logged(line(task_id="a" * 16), line(queue="thumbs", task_id="b" * 16),
+           line(host=OTHER, task_id="c" * 16))  # fmt: skip
+    response = operator.get(reverse("tasklogs:events"))
+    assert response.status_code == 200
+    assert task_ids(response) == ["a" * 16]
+    for host, queue, task in ((HOST, "thumbs", "b" * 16), (OTHER, "resize", "c" * 16)):
+        assert operator.get(reverse("tasklogs:task", args=[host, queue, task])).status_code == 404
+    own = reverse("tasklogs:task", args=[HOST, "resize", "a" * 16])
+    assert operator.get(own).status_code == 200
+    # Filtering for another queue does not reach past the rule either.
+    assert task_ids(operator.get(reverse("tasklogs:events"), {"queue": "thumbs"})) == []
+
+
+def test_staff_see_every_configured_queue(staff, logged) -> None:
+    logged(line(task_id="a" * 16), line(host=OTHER, task_id="c" * 16, ms=1))
+    assert task_ids(staff.get(reverse("tasklogs:events"))) == ["c" * 16, "a" * 16]
+
+
+def test_anonymous_users_are_sent_to_log_in_and_others_get_404(queues, client, logged) -> None:
+    logged(line())
+    urls = [reverse("tasklogs:events"), reverse("tasklogs:task", args=[HOST, "resize", TASK])]
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    grant("pat", f"{HOST}/resize", "producer")
+    client.force_login(get_user_model().objects.get(username="pat"))
+    for url in urls:
+        assert client.get(url).status_code == 404
+
+
+def test_filters_narrow_the_list_and_are_shareable_urls(staff, logged) -> None:
+    logged(
+        line(task_id="1" * 16, event="posted", t=DAY1),
+        line(task_id="1" * 16, event="claimed", worker="box-1", status="processing", t=DAY1 + 60),
+        line(task_id="2" * 16, event="posted", queue="thumbs", t=DAY1 + 120),
+        line(task_id="3" * 16, event="posted", host=OTHER, t=DAY1 + 180),
+    )
+    url = reverse("tasklogs:events")
+    cases = {
+        (("host", OTHER),): ["3" * 16],
+        (("queue", "thumbs"),): ["2" * 16],
+        (("task", "1" * 16),): ["1" * 16, "1" * 16],
+        (("event", "claimed"),): ["1" * 16],
+        (("worker", "box-1"),): ["1" * 16],
+        (("since", "2025-01-01T00:01"), ("until", "2025-01-01T00:03")): ["2" * 16, "1" * 16],
+        (("host", HOST), ("queue", "resize"), ("event", "posted")): ["1" * 16],
+    }
+    for params, expected in cases.items():
+        assert task_ids(staff.get(url, dict(params))) == expected, params
+
+
+def test_invalid_filters_are_explained_not_run(staff, logged) -> None:
+    logged(line())
+    response = staff.get(reverse("tasklogs:events"), {"host": "../etc", "before": "x"})
+    assert response.status_code == 200
+    assert "Not a valid host name." in response.content.decode()
+    assert task_ids(response) == []
+
+
+def test_pages_walk_the_whole_list_in_a_stable_order(staff, logged) -> None:
+    # Several events share each instant, so the order must break ties by id.
+    total = PAGE_SIZE * 2 + 7
+    logged(*(line(task_id=f"{i:016x}", t=DAY1 + i // 4) for i in range(total)))
+    url, seen, pages = reverse("tasklogs:events"), [], []
+    query: dict[str, str] = {"queue": "resize"}
+    while True:
+        response = staff.get(url, query)
+        pages.append(response)
+        seen += task_ids(response)
+        older = re.search(r'href="\?([^"]*before=[^"]+)" rel="next"', response.content.decode())
+        if not older:
+            break
+        query = dict(p.split("=") for p in older.group(1).replace("&amp;", "&").split("&"))
+        assert query["queue"] == "resize"  # the filters travel with the page
+    assert len(pages) == 3
+    expected = sorted((f"{i:016x}" for i in range(total)), reverse=True)
+    assert seen == expected
+    # Going back from the last page gives the middle page again.
+    newer = re.search(r'href="\?([^"]*after=[^"]+)" rel="prev"', pages[2].content.decode())
+    back = staff.get(url + "?" + newer.group(1).replace("&amp;", "&"))
+    assert task_ids(back) == task_ids(pages[1])
+
+
+def test_the_timeline_shows_every_event_with_sizes_and_payload_links(staff, logged) -> None:
+    sizes = {"item": 11, "progress": 22, "result": 33, "error": 0}
+    logged(
+        line(event="posted", archived=["item"]),
+        line(event="claimed", status="processing", worker="box-1", t=DAY1 + 1),
+        line(event="result", status="finished", worker="box-1", t=DAY1 + 2, sizes=sizes,
+             archived=["result"]),
+        line(task_id="f" * 16, event="posted"),
+    )  # fmt: skip
+    response = staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK]))
+    html = response.content.decode()
+    assert re.findall(r'class="status-(\w+)">\1</td>\s*<td class="status', html) == [
+        "posted", "claimed", "result"]  # fmt: skip
+    assert '<td class="num">33</td>' in html
+    for kind in ("item", "result"):
+        link = reverse("tasklogs:payload", args=[HOST, "resize", TASK, kind])
+        assert f'href="{link}" target="_blank" rel="noopener"' in html
+    assert "No longer in the store" in html
+
+
+def test_the_timeline_shows_the_task_as_the_store_holds_it(staff, queues, day_dir) -> None:
+    from queues.services import get_store
+
+    settings = queues[0].to_settings()
+    task = get_store().post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None).task
+    ingest_directory(day_dir)  # the store's own "posted" line
+    html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", task.id])).content.decode()
+    assert 'Now in the store: <strong class="status-pending">pending</strong>' in html
+    assert '<td class="status-posted">posted</td>' in html
+
+
+def test_a_task_nobody_knows_is_404(staff) -> None:
+    assert staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK])).status_code == 404
+
+
+def test_markup_in_a_worker_name_is_shown_escaped(staff, logged) -> None:
+    logged(line(worker="<script>alert(1)</script>", event="claimed", status="processing"))
+    for url in (reverse("tasklogs:events"), reverse("tasklogs:task", args=[HOST, "resize", TASK])):
+        html = staff.get(url).content.decode()
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        assert "<script>alert" not in html
+
+
+# --- the payload view ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def archive(store_dirs) -> Path:
+    folder = store_dirs["logs"] / "tasks-payloads" / HOST / "resize" / TASK
+    folder.mkdir(parents=True)
+    (folder / "item.json").write_bytes(b'{"x":"<script>alert(1)</script>"}')
+    (folder / "progress.jsonl").write_bytes(b'{"p":1}\n{"p":2}\n')
+    return folder
+
+
+def payload_url(kind: str = "item", host: str = HOST, queue: str = "resize", task: str = TASK):
+    return f"/logs/{host}/{queue}/{task}/payloads/{kind}"
+
+
+def test_the_payload_is_served_raw_and_inert(staff, archive: Path) -> None:
+    response = staff.get(payload_url())
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == b'{"x":"<script>alert(1)</script>"}'
+    assert response["Content-Type"] == "application/json; charset=utf-8"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    assert response["Content-Disposition"] == f'attachment; filename="{TASK}-item.json"'
+    progress = staff.get(payload_url("progress"))
+    assert b"".join(progress.streaming_content) == b'{"p":1}\n{"p":2}\n'
+    assert progress["Content-Disposition"] == f'attachment; filename="{TASK}-progress.jsonl"'
+
+
+def test_payloads_follow_the_tenant_rule(operator, archive: Path) -> None:
+    other = archive.parents[2] / OTHER / "resize" / TASK
+    other.mkdir(parents=True)
+    (other / "item.json").write_bytes(b"{}")
+    assert operator.get(payload_url()).status_code == 200
+    assert operator.get(payload_url(host=OTHER)).status_code == 404
+    operator.logout()
+    assert operator.get(payload_url()).status_code == 302
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/logs/{HOST}/resize/{TASK}/payloads/result",  # not archived
+        f"/logs/{HOST}/resize/{TASK}/payloads/secrets",
+        f"/logs/{HOST}/resize/{TASK}/payloads/..",
+        f"/logs/{HOST}/resize/{TASK}/payloads/item.json",
+        f"/logs/{HOST}/resize/../payloads/item",
+        f"/logs/{HOST}/../{TASK}/payloads/item",
+        f"/logs/{HOST}/resize/..%2F..%2F..%2Fsettings/payloads/item",
+        f"/logs/{HOST}%2Fresize/x/{TASK}/payloads/item",
+        f"/logs/{HOST}/resize/{TASK}%00/payloads/item",
+        f"/logs/{HOST}/resize%00/{TASK}/payloads/item",
+        f"/logs/{HOST}/resize/{TASK.upper()}/payloads/item",
+        f"/logs/{HOST.upper()}/resize/{TASK}/payloads/item",
+        f"/logs/{HOST}/RESIZE/{TASK}/payloads/item",
+        f"/logs/{HOST}/resize/{TASK}/payloads/ITEM",
+        f"/logs/..%2F..%2Fitems/resize/{TASK}/payloads/item",
+    ],
+)
+def test_anything_but_an_archived_payload_is_404(staff, archive: Path, path: str) -> None:
+    assert staff.get(path).status_code == 404
+
+
+def test_a_symlink_planted_in_the_archive_is_never_followed(staff, archive, tmp_path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"password": "hunter2"}')
+    (archive / "result.json").symlink_to(secret)
+    assert staff.get(payload_url("result")).status_code == 404
+    # A symlinked task directory, and a symlinked queue directory, likewise.
+    outside = tmp_path / "outside" / TASK
+    outside.mkdir(parents=True)
+    (outside / "item.json").write_text("{}")
+    (archive.parent / ("e" * 16)).symlink_to(outside)
+    assert staff.get(payload_url(task="e" * 16)).status_code == 404
+    (archive.parents[1] / "thumbs").symlink_to(archive.parent)
+    assert staff.get(payload_url(queue="thumbs")).status_code == 404
+
+
+def test_the_list_never_inlines_a_payload(staff, logged, archive: Path) -> None:
+    logged(line(archived=["item"]))
+    html = staff.get(reverse("tasklogs:events")).content.decode()
+    assert "alert(1)" not in html
+    assert f'href="{payload_url()}" target="_blank" rel="noopener"' in html
+
+
+def test_the_admin_lists_events_read_only(admin_client, logged, queues) -> None:
+    logged(line(), line(event="claimed", status="processing", worker="box-1", ms=1))
+    url = reverse("admin:tasklogs_taskevent_changelist")
+    response = admin_client.get(url, {"event": "claimed"})
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == 1
+    assert admin_client.get(url, {"q": TASK}).context["cl"].result_count == 2
+    assert admin_client.get(url, {"host": OTHER}).context["cl"].result_count == 0
+    assert admin_client.get(reverse("admin:tasklogs_taskevent_add")).status_code == 403
