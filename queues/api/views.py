@@ -8,7 +8,12 @@ from typing import Any
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -160,8 +165,12 @@ class ClaimView(APIView):
         request=s.ClaimRequestSerializer,
         responses={
             200: OpenApiResponse(
-                s.TaskRecordSerializer,
-                description='The full record; with "max", {"tasks": [...]} (ClaimMany).',
+                PolymorphicProxySerializer(
+                    component_name="ClaimAnswer",
+                    serializers=[s.TaskRecordSerializer, s.ClaimManySerializer],
+                    resource_type_field_name=None,
+                ),
+                description='The full record; with "max", {"tasks": [...]}.',
             ),
             204: OpenApiResponse(description="Nothing could be claimed within wait."),
             **errors(*WITH_BODY),
