@@ -1,0 +1,91 @@
+"""The client's wire behaviour against a small stub server (no Django, no gunicorn)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from taskhoster import ApiError, Client
+
+
+class Stub(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    answers: list[tuple[int, object]] = []  # popped per request; ("drop", None) hangs up
+    seen: list[tuple[str, str, dict, bytes]] = []
+
+    def handle_one(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        self.seen.append((self.command, self.path, dict(self.headers), body))
+        status, payload = self.answers.pop(0)
+        if status == "drop":
+            self.close_connection = True
+            self.wfile.flush()
+            self.connection.shutdown(2)
+            return
+        data = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = handle_one
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stub():
+    Stub.answers, Stub.seen = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield Stub, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_refusals_raise_one_error_with_the_api_code(stub):
+    handler, url = stub
+    handler.answers = [(409, {"code": "lease_lost", "detail": "Not yours."})]
+    with pytest.raises(ApiError) as refused:
+        Client(url, "tok").result("h.example", "q", "a" * 16, "w", 1, {"x": 1})
+    assert (refused.value.status, refused.value.code, refused.value.detail) == (
+        409, "lease_lost", "Not yours.")  # fmt: skip
+    method, path, headers, body = handler.seen[0]
+    assert (method, path) == ("POST", f"/api/v1/queues/h.example/q/tasks/{'a' * 16}/result")
+    assert headers["Authorization"] == "Bearer tok"
+    assert json.loads(body) == {"worker": "w", "attempt": 1, "result": {"x": 1}}
+
+
+def test_claims_answer_none_a_task_or_a_list(stub):
+    handler, url = stub
+    handler.answers = [(204, None), (200, {"id": "t1"}), (200, {"tasks": [{"id": "t2"}]})]
+    client = Client(url)
+    assert client.claim("h.example", "q", "w", wait=1) is None
+    assert client.claim("h.example", "q", "w") == {"id": "t1"}
+    assert client.claim("h.example", "q", "w", max=5) == [{"id": "t2"}]
+    assert json.loads(handler.seen[2][3]) == {"worker": "w", "wait": 0, "max": 5}
+
+
+def test_names_stay_one_path_segment_and_options_go_in_the_query(stub):
+    handler, url = stub
+    handler.answers = [(201, {"id": "t"})]
+    Client(url).post("h.example", "../x", {"a": 1}, delay=5, idempotency_key="k-1")
+    _, path, headers, _ = handler.seen[0]
+    assert path == "/api/v1/queues/h.example/..%2Fx/tasks?delay=5"
+    assert headers["Idempotency-Key"] == "k-1"
+
+
+def test_only_idempotent_calls_are_retried_after_a_dropped_connection(stub):
+    handler, url = stub
+    handler.answers = [("drop", None), (200, {"id": "t", "status": "pending"})]
+    assert Client(url).get("h.example", "q", "t")["status"] == "pending"
+    handler.answers = [("drop", None), (200, {"id": "t"})]
+    with pytest.raises(OSError):
+        Client(url).claim("h.example", "q", "w")
+    assert len(handler.answers) == 1  # the claim was sent once, never repeated
