@@ -1,0 +1,270 @@
+"""Task Logs benchmark: ingestion rate on SQLite, and list pages over 10 million events.
+
+    .venv/bin/python bench/logs_bench.py [--lines 1000000] [--events 10000000] [--skip-postgres]
+
+1. Ingestion: writes a backfill of --lines event lines (three day-files) to a temp directory and
+   ingests it into a throw-away SQLite database, beside two baselines on the same lines in the
+   same run: reading and `orjson.loads` alone (the ceiling of any Python ingester), and
+   reading and `parse_line` (our validation, no database).
+2. Pages: creates the PostgreSQL database `taskhoster_bench` (dropped afterwards), fills it with
+   --events rows by one server-side INSERT ... SELECT generate_series, and times the event
+   list's first page and a page 5 million rows deep through the Django test client, as staff
+   and as the operator of one queue, with and without a filter; plus a task's timeline.
+
+Each part runs in a child process with its own DATABASE_URL, so the site's settings are
+the production ones. Targets: >= 50,000 lines/s; < 100 ms per page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = "taskhoster_bench"
+QUEUES = [(f"h{h}.example.com", f"q{q}") for h in range(2) for q in range(10)]
+DAY = 1_735_689_600  # 2025-01-01
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=1_000_000, help="lines to ingest")
+    parser.add_argument("--events", type=int, default=10_000_000, help="rows for the pages")
+    parser.add_argument("--repeat", type=int, default=15, help="requests per page timing")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres",
+                        help="a server where CREATE DATABASE is allowed")  # fmt: skip
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--phase", choices=("ingest", "pages"), help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+# --- the child processes -------------------------------------------------------------------
+
+
+def _django() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskhoster_site.settings")
+    import django
+
+    django.setup()
+
+
+def write_backfill(folder: Path, lines: int) -> int:
+    import orjson
+
+    events = ("posted", "claimed", "progress", "result", "fetched")
+    statuses = ("pending", "processing", "processing", "finished", "finished")
+    size = 0
+    per_day = -(-lines // 3)
+    for day in range(3):
+        out = []
+        for i in range(day * per_day, min(lines, (day + 1) * per_day)):
+            t = DAY + day * 86_400 + (i - day * per_day) * 86_000 // per_day
+            host, queue = QUEUES[i % len(QUEUES)]
+            n = (i // len(QUEUES)) % 5
+            at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{i % 1000:03d}Z"
+            out.append(orjson.dumps({
+                "t": t, "at": at, "host": host, "queue": queue, "id": f"{i // 5:016x}",
+                "event": events[n], "status": statuses[n], "attempts": 1 if n else 0,
+                "worker": f"box-{i % 7}" if n in (1, 2, 3) else None,
+                "bytes": {"item": 120, "progress": 40 if n >= 2 else 0,
+                          "result": 300 if n >= 3 else 0, "error": 0},
+                "archived": ["item"] if n == 0 else [],
+            }))  # fmt: skip
+        data = b"\n".join(out) + b"\n"
+        (folder / time.strftime("%Y-%m-%d.jsonl", time.gmtime(DAY + day * 86_400))).write_bytes(
+            data
+        )
+        size += len(data)
+    return size
+
+
+def phase_ingest(folder: Path, lines: int) -> dict[str, float]:
+    import orjson
+
+    _django()
+    from django.core.management import call_command
+
+    from tasklogs.ingest import ingest_directory
+    from tasklogs.models import TaskEvent
+    from tasklogs.parsing import parse_line
+
+    source = folder / "tasks"
+    source.mkdir()
+    size = write_backfill(source, lines)
+    files = sorted(source.iterdir())
+
+    def each_line(work) -> float:
+        started = time.perf_counter()
+        for path in files:
+            for raw in path.read_bytes().split(b"\n")[:-1]:
+                work(raw)
+        return lines / (time.perf_counter() - started)
+
+    loads_rate = each_line(orjson.loads)
+    parse_rate = each_line(parse_line)
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    report = ingest_directory(source)
+    ingest_rate = lines / (time.perf_counter() - started)
+    assert report.lines == lines and report.bad == 0, report
+    assert TaskEvent.objects.count() == lines
+    started = time.perf_counter()
+    ingest_directory(source)  # nothing new: the --follow steady state
+    idle_ms = (time.perf_counter() - started) * 1000
+    return {"loads": loads_rate, "parse": parse_rate, "ingest": ingest_rate, "mb": size / 1e6,
+            "idle_ms": idle_ms}  # fmt: skip
+
+
+FILL = """
+INSERT INTO tasklogs_taskevent (t, at, host, queue, task_id, event, status, attempts, worker,
+    bytes_item, bytes_progress, bytes_result, bytes_error, archived, file, "offset", digest)
+SELECT extract(epoch FROM at)::bigint, at, 'h' || (g %% 20 / 10) || '.example.com',
+       'q' || (g %% 10), lpad(to_hex(g / 5), 16, '0'),
+       (ARRAY['posted','claimed','progress','result','fetched'])[g / 20 %% 5 + 1],
+       (ARRAY['pending','processing','processing','finished','finished'])[g / 20 %% 5 + 1],
+       1, 'box-' || (g %% 7), 120, 40, 300, 0, '', 'bench.jsonl', g, g
+FROM (SELECT g, timestamptz '2025-01-01' + g * interval '50 milliseconds' AS at
+      FROM generate_series(1, %s) AS g) AS rows
+"""
+
+
+def phase_pages(events: int, repeat: int) -> dict[str, float]:
+    _django()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from queues.services import grant, save_queue
+
+    setup_test_environment()  # the test client's host, no e-mail
+    call_command("migrate", verbosity=0)
+    for host, queue in QUEUES:
+        save_queue(host, queue)
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(FILL, [events])
+        cursor.execute("ANALYZE tasklogs_taskevent")
+        # The row half-way down the list, found once, for the deep pages' cursors.
+        cursor.execute("SELECT at, id FROM tasklogs_taskevent ORDER BY at DESC, id DESC "
+                       "OFFSET %s LIMIT 1", [events // 2])  # fmt: skip
+        at, pk = cursor.fetchone()
+    fill_s = time.perf_counter() - started
+    deep = f"{int(at.timestamp() * 1_000_000)}-{pk}"
+
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("bench-staff", is_staff=True))
+    grant("bench-operator", "h0.example.com/q3", "operator")
+    operator = Client()
+    operator.force_login(get_user_model().objects.get(username="bench-operator"))
+
+    def timed(client: Client, url: str, *, pages: bool = True) -> float:
+        assert client.get(url).status_code == 200, url  # warm: plans and caches
+        samples = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            response = client.get(url)
+            samples.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, url
+            assert not pages or b'rel="next"' in response.content, url  # a full page, more after
+        return statistics.median(samples)
+
+    # Row g lands in queue h{g % 20 // 10}/q{g % 10} with task id g // 5: task 0 is rows 1-4.
+    return {
+        "fill_s": fill_s,
+        "staff first": timed(staff, "/logs/"),
+        "staff deep": timed(staff, f"/logs/?before={deep}"),
+        "staff first, event=claimed": timed(staff, "/logs/?event=claimed"),
+        "staff deep, event=claimed": timed(staff, f"/logs/?event=claimed&before={deep}"),
+        "operator of 1 queue, first": timed(operator, "/logs/"),
+        "operator of 1 queue, deep": timed(operator, f"/logs/?before={deep}"),
+        "a task's timeline": timed(staff, "/logs/h0.example.com/q3/0000000000000000/", pages=False),
+    }
+
+
+# --- the parent ------------------------------------------------------------------------------
+
+
+def child(phase: str, env: dict[str, str], *args: str) -> dict[str, float]:
+    command = [sys.executable, __file__, "--phase", phase, *args]
+    done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{phase} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def postgres_url(base: str, name: str) -> str:
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
+def run_postgres(args: argparse.Namespace, env: dict[str, str]) -> dict[str, float] | None:
+    import psycopg
+
+    try:
+        admin = psycopg.connect(args.postgres, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        print(f"skipping the PostgreSQL part: {str(exc).strip().splitlines()[0]}")
+        return None
+    with admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        admin.execute(f"CREATE DATABASE {BENCH_DB}")
+        try:
+            url = postgres_url(args.postgres, BENCH_DB)
+            return child("pages", {**env, "DATABASE_URL": url}, "--events", str(args.events),
+                         "--repeat", str(args.repeat))  # fmt: skip
+        finally:
+            admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+def main() -> None:
+    args = parse_args()
+    if args.phase == "ingest":
+        print(json.dumps(phase_ingest(Path(args.dir), args.lines)))
+        return
+    if args.phase == "pages":
+        print(json.dumps(phase_pages(args.events, args.repeat)))
+        return
+    print("$ " + shlex.join([".venv/bin/python", "bench/logs_bench.py", *sys.argv[1:]]))
+    with tempfile.TemporaryDirectory(prefix="logs-bench-") as tmp:
+        env = {
+            "SECRET_KEY": "bench-only",
+            "TASKHOSTER_VAR_DIR": tmp,
+            "TASKHOSTER_HTTPS": "0",
+            "ALLOWED_HOSTS": "testserver",
+            "LOG_LEVEL": "WARNING",
+            "TASKHOSTER_LOGS_DIR": f"{tmp}/logs",
+            "TASKHOSTER_ITEMS_DIR": f"{tmp}/items",
+        }
+        ingest = child("ingest", {**env, "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3"},
+                       "--dir", tmp, "--lines", str(args.lines))  # fmt: skip
+        pages = None if args.skip_postgres else run_postgres(args, env)
+    print(f"\ningestion of {args.lines:,} lines ({ingest['mb']:.0f} MB, 3 day-files), SQLite")
+    print(f"{'':44}{'lines/s':>12}")
+    print(f"{'baseline: read + orjson.loads':44}{ingest['loads']:>12,.0f}")
+    print(f"{'baseline: read + parse_line (no database)':44}{ingest['parse']:>12,.0f}")
+    print(f"{'ingest_tasklogs (parse + insert + cursor)':44}{ingest['ingest']:>12,.0f}"
+          f"   target >= 50,000: {'ok' if ingest['ingest'] >= 50_000 else 'MISSED'}")  # fmt: skip
+    print(f"{'a run with nothing new':44}{ingest['idle_ms']:>9.1f} ms")
+    if pages:
+        filled = pages.pop("fill_s")
+        print(f"\nthe event list over {args.events:,} events, PostgreSQL "
+              f"(filled in {filled:.0f} s), median of {args.repeat} requests")  # fmt: skip
+        print(f"{'page':44}{'ms':>12}")
+        for name, ms in pages.items():
+            verdict = "ok" if ms < 100 else "MISSED"
+            print(f"{name:44}{ms:>12.1f}   target < 100 ms: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
