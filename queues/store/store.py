@@ -62,6 +62,13 @@ class QueueStore:
         idx.refresh()
         return idx
 
+    def note_pending(self, qd: QueueDirs, task: Task) -> None:
+        """Our own write into pending/ reaches the index now; inotify brings other processes'."""
+        with self.lock:
+            idx = self._indexes.get((qd.host, qd.queue))
+            if idx is not None:
+                idx.add(task)
+
     def queues(self) -> list[tuple[str, str]]:
         return paths.list_queues(self.root_fd)
 
@@ -86,6 +93,8 @@ class QueueStore:
         if settings is not None and settings.archive_payloads:
             archived = [self._archive(new, kind, body) for kind, body in (archive or {}).items()]
         copies.commit(qd, source, new, fsync=self.fsync)
+        if new.status is State.PENDING:
+            self.note_pending(qd, new)
         if event is not None:
             self.log.append(new, event, now=now, worker=worker, archived=archived)
         return new
@@ -141,6 +150,7 @@ class QueueStore:
         prior = posting.write_new(qd, task, fsync=self.fsync)
         if prior is not None:
             return PostResult(task=prior, replayed=True)
+        self.note_pending(qd, task)
         self.log.append(task, "posted", now=now, archived=archived)
         return PostResult(task=task, replayed=False)
 

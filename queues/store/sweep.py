@@ -203,6 +203,7 @@ def _change(
         worker = best.task.lease.worker if best.task.lease else None
         if new.status is State.PENDING and best.task.status is State.PENDING:
             copies.commit(qd, best.directory, new, fsync=store.fsync)  # an interrupted claim
+            store.note_pending(qd, new)
             store.log.append(new, event, now=now, worker=worker)
         else:
             store.apply(
