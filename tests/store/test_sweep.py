@@ -235,7 +235,7 @@ def test_sweep_all_skips_unknown_queues_and_prunes_logs(q):
     assert report.logs_pruned == 1 and not old_day.exists()
 
 
-def test_sweep_of_100k_is_not_needed_here_but_restart_loses_nothing(q):
+def test_restart_loses_nothing_and_keeps_leases(q):
     task = q.post()
     q.claim()
     q.reopen()
