@@ -7,7 +7,7 @@ vocabulary here, so a client reads one shape whatever layer said no.
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -62,6 +62,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return _store_refusal(exc)
     if isinstance(exc, RequestDataTooBig):  # Django's own cap on request.body
         return refusal("payload_too_large", "The request body is too large.", 413)
+    if isinstance(exc, SuspiciousOperation):  # e.g. more query parameters than Django reads
+        return refusal("invalid_request", "The request is malformed.", 400)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -214,6 +214,12 @@ def test_a_token_in_the_query_string_is_ignored(world, unchanged, param):
     assert (r.status_code, r.json()["code"]) == (401, "not_authenticated")
 
 
+def test_too_many_query_parameters_is_400(world):
+    query = "&".join(f"p{i}=1" for i in range(1500))
+    r = world.client("alice").get(f"{TASKS}?{query}")
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_request")
+
+
 def test_host_header_not_allowed_is_400(world):
     r = world.client("alice").get(TASKS, HTTP_HOST="evil.example")
     assert r.status_code == 400

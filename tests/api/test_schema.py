@@ -44,6 +44,8 @@ def test_the_schema_describes_every_endpoint_body_and_error(client):
             operation = schema["paths"][path][method]
             assert {"400", "401", "403", "404", "405"} <= set(operation["responses"]), path
             assert operation["security"], path
+    events = schema["paths"]["/api/v1/queues/{host}/{queue}/events"]["get"]
+    assert "text/event-stream" in events["responses"]["200"]["content"]
     claim = schema["paths"]["/api/v1/queues/{host}/{queue}/claim"]["post"]
     assert {"200", "204"} <= set(claim["responses"])
     post = schema["paths"]["/api/v1/queues/{host}/{queue}/tasks"]["post"]
