@@ -259,3 +259,36 @@ def test_the_browsable_api_renders_for_a_session(world):
     assert r.status_code == 200 and r["Content-Type"].startswith("text/html")
     r = client.get(url(HOST, QUEUE, "tasks/0123456789abcdef"), HTTP_ACCEPT="text/html")
     assert r.status_code == 404
+
+
+@pytest.mark.parametrize("content", [b"", b'{"id": "trunc', b"\xff\xfe", b"[]", b'{"id": 1}'])
+def test_a_corrupt_task_file_is_404_and_skipped_never_500(world, store_dirs, content):
+    task = world.post()
+    broken = world.post()
+    (store_dirs["items"] / HOST / QUEUE / "pending" / f"{broken.id}.json").write_bytes(content)
+    r = world.client("alice").get(f"{TASKS}/{broken.id}")
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
+    listed = world.client("alice").get(TASKS).json()
+    assert [t["id"] for t in listed["results"]] == [task.id]
+    r = world.client("bob").post(
+        url(HOST, QUEUE, "claim"), {"worker": "w", "max": 5}, format="json"
+    )
+    assert [t["id"] for t in r.json()["tasks"]] == [task.id]
+
+
+def test_a_planted_symlink_is_never_followed(world, store_dirs, tmp_path):
+    outside = tmp_path / "outside.json"
+    task = world.post()
+    outside.write_bytes(
+        (store_dirs["items"] / HOST / QUEUE / "pending" / f"{task.id}.json").read_bytes()
+    )
+    planted = world.post()
+    link = store_dirs["items"] / HOST / QUEUE / "pending" / f"{planted.id}.json"
+    link.unlink()
+    link.symlink_to(outside)
+    before = outside.read_bytes()
+    r = world.client("alice").get(f"{TASKS}/{planted.id}")
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
+    r = world.client("alice").post(f"{TASKS}/{planted.id}/cancel")
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
+    assert outside.read_bytes() == before
