@@ -94,19 +94,21 @@ class TasksView(APIView):
 
 
 def _page(request: Request, found: TaskPage, limit: int, offset: int) -> dict[str, Any]:
+    """api.md's list answer, with links that keep the caller's other parameters."""
     url = replace_query_param(request.build_absolute_uri(), "limit", limit)
+    previous = None
+    if offset > 0:
+        before = max(offset - limit, 0)
+        previous = (
+            replace_query_param(url, "offset", before)
+            if before
+            else remove_query_param(url, "offset")
+        )
     after = offset + limit
-    before = max(offset - limit, 0)
     return {
         "count": found.count,
         "next": replace_query_param(url, "offset", after) if after < found.count else None,
-        "previous": None
-        if offset <= 0
-        else (
-            remove_query_param(url, "offset")
-            if before == 0
-            else replace_query_param(url, "offset", before)
-        ),
+        "previous": previous,
         "results": [task.status_view() for task in found.tasks],
     }
 

@@ -252,3 +252,18 @@ def test_a_stale_worker_cannot_overwrite_the_work_of_the_next(world):
     good = {"worker": "box-2", "attempt": 2, "result": {"by": "box-2"}}
     assert bob.post(task_url(task.id, "result"), good, format="json").status_code == 200
     assert world.store.read(HOST, QUEUE, task.id).result == {"by": "box-2"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="store gap: a task does not remember its claim's lease length, so progress extends "
+    "by the queue's leaseSeconds instead of the claim's (api.md: 'by the claim's lease length')",
+)
+def test_progress_extends_by_the_claims_own_lease(world):
+    task = world.post()
+    claim(world, lease=5)
+    r = world.client("bob").post(
+        task_url(task.id, "progress"), {"worker": "box-1", "attempt": 1}, format="json"
+    )
+    stored = world.store.read(HOST, QUEUE, task.id)
+    assert r.json()["lease"]["until"] - stored.updated_at == 5_000
