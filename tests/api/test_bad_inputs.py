@@ -292,3 +292,9 @@ def test_a_planted_symlink_is_never_followed(world, store_dirs, tmp_path):
     r = world.client("alice").post(f"{TASKS}/{planted.id}/cancel")
     assert (r.status_code, r.json()["code"]) == (404, "not_found")
     assert outside.read_bytes() == before
+
+
+@pytest.mark.parametrize("accept", ["application/xml", "text/csv"])
+def test_an_accept_header_nothing_satisfies_is_406(world, accept):
+    r = world.client("alice").get(TASKS, HTTP_ACCEPT=accept)
+    assert (r.status_code, r.json()["code"]) == (406, "not_acceptable")
