@@ -18,6 +18,7 @@ the production ones. Targets: >= 50,000 lines/s; < 100 ms per page.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import shlex
@@ -161,7 +162,7 @@ def phase_pages(events: int, repeat: int) -> dict[str, float]:
                        "OFFSET %s LIMIT 1", [events // 2])  # fmt: skip
         at, pk = cursor.fetchone()
     fill_s = time.perf_counter() - started
-    deep = f"{int(at.timestamp() * 1_000_000)}-{pk}"
+    deep = f"{(at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)}-{pk}"
 
     staff = Client()
     staff.force_login(get_user_model().objects.create_user("bench-staff", is_staff=True))

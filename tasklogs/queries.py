@@ -77,8 +77,14 @@ def may_operate(user: User, host: str, queue: str) -> bool:
     return operated_queues(user).filter(host__name=host, name=queue).exists()
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICRO = dt.timedelta(microseconds=1)
+
+
 def encode_cursor(event: TaskEvent) -> str:
-    return f"{int(event.at.timestamp() * 1_000_000)}-{event.pk}"
+    # Integer microseconds, not timestamp() * 1e6: a float a microsecond short would skip the
+    # rows that share the cursor's instant.
+    return f"{(event.at - _EPOCH) // _MICRO}-{event.pk}"
 
 
 def decode_cursor(text: str) -> tuple[dt.datetime, int] | None:
@@ -87,7 +93,7 @@ def decode_cursor(text: str) -> tuple[dt.datetime, int] | None:
         return None
     micros, pk = int(match.group(1)), int(match.group(2))
     try:
-        at = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+        at = _EPOCH + micros * _MICRO
     except OverflowError:
         return None
     return at, pk

@@ -219,3 +219,15 @@ def test_an_overlong_line_is_one_bad_line(append, day_dir: Path, monkeypatch) ->
     report = ingest_directory(day_dir)
     assert (report.lines, report.bad) == (2, 1)
     assert TaskEvent.objects.get().offset == chunk * 3 + 1
+
+
+def test_a_day_file_rewritten_shorter_in_place_is_read_from_the_start(append, day_dir) -> None:
+    path = append("2025-01-01", line(), line(ms=1), line(ms=2))
+    ingest_directory(day_dir)
+    inode = path.stat().st_ino
+    with path.open("r+b") as f:  # same inode, other content: e.g. rsync --inplace
+        f.truncate(0)
+        f.write(encode(line(event="cancelled", status="cancelled", ms=5)))
+    assert path.stat().st_ino == inode
+    assert ingest_directory(day_dir).lines == 1
+    assert TaskEvent.objects.filter(event="cancelled").count() == 1

@@ -118,7 +118,7 @@ def test_invalid_filters_are_explained_not_run(staff, logged) -> None:
 def test_pages_walk_the_whole_list_in_a_stable_order(staff, logged) -> None:
     # Several events share each instant, so the order must break ties by id.
     total = PAGE_SIZE * 2 + 7
-    logged(*(line(task_id=f"{i:016x}", t=DAY1 + i // 4) for i in range(total)))
+    logged(*(line(task_id=f"{i:016x}", t=DAY1 + i // 4, ms=50) for i in range(total)))
     url, seen, pages = reverse("tasklogs:events"), [], []
     query: dict[str, str] = {"queue": "resize"}
     while True:
