@@ -1,0 +1,285 @@
+"""Simulated power loss after every step of every store operation (the model: powerloss.py).
+
+For each crash state: materialise it, open a fresh QueueStore, run one sweep, then check
+- durability: an acknowledged operation's new state survived;
+- atomicity: an unacknowledged one left the old or the new state, never a torn or lost task;
+- one copy per task after the sweep;
+- the event log: every complete line parses, and a surviving line for the operation's event
+  means its new state is on disk (a line is never written for a transition that did not happen).
+
+`TASKHOSTER_POWERLOSS_SAMPLE=0` explores every state (the figure RELIABILITY.md quotes); the
+default samples the crash states of each point to keep `make test` quick.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from queues.store import QueueSettings, QueueStore, StoreConfig, files, sweep_queue
+from queues.store.errors import StoreError
+
+from . import powerloss
+
+HOST, QUEUE = "task.example.com", "resize"
+T0 = 1_751_500_000_000
+S = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600, retain_seconds=3600)
+W = {"settings": S, "worker": "box-1", "attempt": 1}
+CLAIM_AT, DONE_AT = T0 + 1_000, T0 + 2_000
+LAPSE_AT, CLEAN_AT = CLAIM_AT + 3_601_000, DONE_AT + 3_601_000
+STATE_DIRS = ("pending", "processing", "done")
+# per crash point, at most this many crash states are checked (0: all of them)
+SAMPLE = int(os.environ.get("TASKHOSTER_POWERLOSS_SAMPLE", "24"))
+
+
+def _post(st: QueueStore, tid: str | None, **kw: Any) -> Any:
+    return st.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="alice", now=T0, **kw).task
+
+
+SETUP: dict[str, Callable[[QueueStore, str | None], Any]] = {
+    "post": _post,
+    "claim": lambda st, tid: st.claim(HOST, QUEUE, settings=S, worker="box-1", now=CLAIM_AT)[0],
+    "finish": lambda st, tid: st.finish(HOST, QUEUE, tid, result={"r": 1}, now=DONE_AT, **W),
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    setup: tuple[str, ...]
+    run: Callable[[QueueStore, str | None], Any]
+    event: str
+    check_at: int  # the recovery sweep's clock
+    fresh_queue: bool = False
+
+
+OPS = {
+    "post": Op((), _post, "posted", T0),
+    "post_keyed": Op((), lambda st, t: _post(st, t, idempotency_key="k1"), "posted", T0),
+    "post_new_queue": Op((), _post, "posted", T0, fresh_queue=True),
+    "claim": Op(("post",), SETUP["claim"], "claimed", CLAIM_AT),
+    "progress": Op(
+        ("post", "claim"),
+        lambda st, t: st.progress(HOST, QUEUE, t, progress={"p": 1}, now=CLAIM_AT + 1, **W),
+        "progress",
+        CLAIM_AT + 1,
+    ),
+    "finish": Op(("post", "claim"), SETUP["finish"], "result", DONE_AT),
+    "fail": Op(
+        ("post", "claim"),
+        lambda st, t: st.fail(HOST, QUEUE, t, result={"e": 1}, now=DONE_AT, **W),
+        "failed",
+        DONE_AT,
+    ),
+    "fail_retry": Op(
+        ("post", "claim"),
+        lambda st, t: st.fail(HOST, QUEUE, t, result={"e": 1}, retry=True, now=DONE_AT, **W),
+        "requeue",
+        DONE_AT,
+    ),
+    "cancel": Op(
+        ("post",),
+        lambda st, t: st.cancel(HOST, QUEUE, t, settings=S, now=CLAIM_AT),
+        "cancelled",
+        CLAIM_AT,
+    ),
+    "sweep_lapse": Op(
+        ("post", "claim"),
+        lambda st, t: sweep_queue(st, HOST, QUEUE, S, now=LAPSE_AT),
+        "requeue",
+        LAPSE_AT,
+    ),
+    "sweep_clean": Op(
+        ("post", "claim", "finish"),
+        lambda st, t: sweep_queue(st, HOST, QUEUE, S, now=CLEAN_AT),
+        "cleaned",
+        CLEAN_AT,
+    ),
+}
+
+
+def project(record: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """What a state is, without the bookkeeping (rev, updatedAt) a recovery may rewrite."""
+    if record is None:
+        return None
+    keys = ("status", "attempts", "lease", "progress", "result", "error", "cancelRequested")
+    return tuple(orjson.dumps(record.get(k)) for k in keys)
+
+
+def config(root: Path, *, fsync: bool) -> StoreConfig:
+    return StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=fsync)
+
+
+def copies_on_disk(root: Path, tid: str) -> dict[str, bytes]:
+    qdir = root / "items" / HOST / QUEUE
+    return {d: p.read_bytes() for d in STATE_DIRS if (p := qdir / d / f"{tid}.json").is_file()}
+
+
+def raw_winner(found: dict[str, bytes]) -> dict[str, Any] | None:
+    best = None
+    for data in found.values():
+        try:
+            rec = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if best is None or rec.get("rev", 0) > best.get("rev", 0):
+            best = rec
+    return best
+
+
+def log_lines(root: Path) -> list[dict[str, Any]]:
+    """Every complete line; a torn last line (no newline) is what a crash may leave."""
+    lines = []
+    for day in sorted((root / "logs" / "tasks").glob("*.jsonl")):
+        data = day.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        lines += [orjson.loads(raw) for raw in complete.splitlines()]  # raises on a broken line
+    return lines
+
+
+@dataclass
+class Outcome:
+    states: int = 0  # crash states the model allows
+    checked: int = 0  # of those, materialised and checked
+    violations: list[str] = field(default_factory=list)
+
+
+def explore(tmp: Path, name: str, *, sample: int = SAMPLE, fsync: bool = True) -> Outcome:
+    """Record `name` once, then check its crash states (up to `sample` per crash point)."""
+    op = OPS[name]
+    base = tmp / "recorded"
+    st = QueueStore(config(base, fsync=fsync))
+    if not op.fresh_queue:
+        st.dirs(HOST, QUEUE, create=True)
+    tid = None
+    for step in op.setup:
+        got = SETUP[step](st, tid)
+        tid = tid or got.id
+    old = project(st.read(HOST, QUEUE, tid).to_record()) if tid else None
+    st.close()
+    os.sync()  # the setup is the durable starting point
+    before = log_lines(base)
+    st = QueueStore(config(base, fsync=fsync))
+    trace, result = powerloss.record(base, lambda: op.run(st, tid))
+    st.close()
+    tid = tid or result.id
+    new = project(raw_winner(copies_on_disk(base, tid)))
+    logged_before = sum(1 for e in before if e["id"] == tid and e["event"] == op.event)
+
+    out = Outcome()
+    rng = random.Random(name)
+    by_point: dict[int, list[powerloss.CrashState]] = {}
+    for state in powerloss.crash_states(trace, rng):
+        by_point.setdefault(state.k, []).append(state)
+    for states in by_point.values():
+        out.states += len(states)
+        if sample and len(states) > sample:
+            states = rng.sample(states, sample)
+        for state in states:
+            dest = tmp / "crash"
+            powerloss.materialise(trace, state, dest)
+            try:
+                problem = check(dest, op, tid, old, new, logged_before, state.acknowledged)
+            except Exception as exc:  # any error while recovering is a violation too
+                problem = f"recovery raised {exc!r}"
+            shutil.rmtree(dest)
+            out.checked += 1
+            if problem:
+                out.violations.append(f"{name}: {state.note}: {problem}")
+    return out
+
+
+def check(
+    root: Path, op: Op, tid: str, old: Any, new: Any, before: int, acknowledged: bool
+) -> str | None:
+    lines = log_lines(root)
+    logged = sum(1 for e in lines if e["id"] == tid and e["event"] == op.event)
+    raw = project(raw_winner(copies_on_disk(root, tid)))
+    if logged > before and raw != new:
+        return f"the log says {op.event} but the disk holds {raw}"
+    store = QueueStore(config(root, fsync=False))
+    try:
+        sweep_queue(store, HOST, QUEUE, S, now=op.check_at)
+    except StoreError:
+        pass  # no queue directory survived: nothing to sweep
+    finally:
+        store.close()
+    found = copies_on_disk(root, tid)
+    others = [
+        p.name
+        for d in STATE_DIRS
+        if (root / "items" / HOST / QUEUE / d).is_dir()
+        for p in (root / "items" / HOST / QUEUE / d).glob("*.json")
+        if p.stem != tid
+    ]
+    if others:
+        return f"unexpected tasks {others}"
+    if len(found) > 1:
+        return f"{len(found)} copies after the sweep: {sorted(found)}"
+    state = project(raw_winner(found)) if found else None
+    if found and state is None:
+        return "the only copy is corrupt"
+    if acknowledged and state != new:
+        return f"acknowledged, but the state is {state}, not {new}"
+    if state not in (old, new):
+        return f"torn: {state} is neither {old} nor {new}"
+    return None
+
+
+# A finding, not a wish: the first post or claim on a queue makes its directories (mkdir) and
+# never fsyncs their parents, so a power cut can take the whole queue directory, and with it an
+# acknowledged post. Strict: this fails loudly once queues/store fsyncs the parent after mkdir.
+NEW_QUEUE_GAP = pytest.mark.xfail(
+    strict=True, reason="store: mkdir of a new queue's directories is not fsynced in its parent"
+)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=NEW_QUEUE_GAP) if n == "post_new_queue" else n for n in OPS]
+)
+def test_power_loss(tmp_path: Path, name: str) -> None:
+    outcome = explore(tmp_path, name)
+    print(
+        f"{name}: {outcome.states} crash states, {outcome.checked} checked,"
+        f" {len(outcome.violations)} violations"
+    )
+    assert outcome.checked > 0
+    assert outcome.violations == []
+
+
+def _commit_without_dir_fsync(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+    files._call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _temp_without_fsync(dir_fd: int, data: bytes, *, fsync: bool) -> str:
+    return ORIGINAL_WRITE_TEMP(dir_fd, data, fsync=False)
+
+
+def _move_source_first(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+    files.unlink(src_fd, name, fsync=fsync)
+    files.write_durable(dst_fd, name, data, fsync=fsync)
+
+
+ORIGINAL_WRITE_TEMP = files.write_temp
+# planted bugs (in this process only): each must be caught, or this test cannot fail
+MUTANTS = {
+    "no fsync of the directory after a rename": ("commit_temp", _commit_without_dir_fsync, "post"),
+    "no fsync of the file before its rename": ("write_temp", _temp_without_fsync, "progress"),
+    "a move that unlinks the source first": ("move", _move_source_first, "finish"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_power_loss_catches_planted_bugs(tmp_path: Path, monkeypatch: Any, mutant: str) -> None:
+    attr, plant, name = MUTANTS[mutant]
+    monkeypatch.setattr(files, attr, plant)
+    outcome = explore(tmp_path, name, sample=0)
+    print(f"{mutant}: {len(outcome.violations)} violations, e.g. {outcome.violations[:1]}")
+    assert outcome.violations
