@@ -1,0 +1,167 @@
+"""The durable-write order, read from the kernel's side with strace (not from the store's hook).
+
+A child process posts, claims and finishes one task with fsync on, under
+`strace -f -y` (which prints the path behind every descriptor). For each operation:
+- every rename of a temp file onto a task name comes after an fsync of that temp file and
+  before an fsync of its directory (fsync(file) < rename < fsync(dir));
+- the claim's rename pending -> processing is followed by an fsync of processing/;
+- every unlink of a task file from a state directory comes after an fsync of the directory the
+  task was written to, and is followed by an fsync of the directory it left.
+A child run with a planted bug (no directory fsync after a rename) must fail the same check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OPS = ("post", "claim", "finish")
+CHILD = """
+import os, sys
+from pathlib import Path
+from queues.store import QueueSettings, QueueStore, StoreConfig, files
+root = Path(sys.argv[1])
+if sys.argv[2] == "plant":
+    def commit(dir_fd, temp, name, *, fsync):
+        files._call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    files.commit_temp = commit
+s = QueueSettings(lease_seconds=3600)
+st = QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=True))
+st.dirs("task.example.com", "resize", create=True)
+def mark(name):
+    try:
+        os.open("/.taskhoster-mark-" + name, os.O_RDONLY)
+    except FileNotFoundError:
+        pass
+mark("post")
+t = st.post("task.example.com", "resize", {"n": 1}, settings=s, posted_by="a").task
+mark("claim")
+st.claim("task.example.com", "resize", settings=s, worker="w")
+mark("finish")
+st.finish("task.example.com", "resize", t.id, settings=s, worker="w", attempt=1, result={})
+mark("end")
+"""
+STRACE_CALLS = "openat,rename,renameat,renameat2,link,linkat,unlink,unlinkat,fsync,fdatasync"
+STRACE = ["strace", "-f", "-y", "-qq", "-e", f"trace={STRACE_CALLS}"]
+_LINE = re.compile(r"^(?:\d+\s+)?(\w+)\((.*)\)\s+=\s+(-?\d+)")
+_FD = re.compile(r"-?\d+<([^>]*)>")
+_STR = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
+    """The successful calls of the child, as (call, [paths]) with dir fds joined to names."""
+    out = tmp / "strace.out"
+    subprocess.run(
+        [*STRACE, "-o", str(out), sys.executable, "-c", CHILD, str(tmp / "store"), mode],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+        timeout=120,
+    )
+    calls = []
+    for line in out.read_text().splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        call, args, rc = m.groups()
+        if call == "openat" and "taskhoster-mark-" in args:
+            calls.append(("mark", [_STR.search(args).group(1).rsplit("-", 1)[1]]))
+            continue
+        if int(rc) < 0:
+            continue
+        calls.append((call, _paths(args)))
+    return calls
+
+
+def _paths(args: str) -> list[str]:
+    """Each (dir fd, "name") pair becomes one path; a lone fd becomes its path."""
+    tokens = re.findall(r'-?\d+<[^>]*>|"(?:[^"\\]|\\.)*"|AT_FDCWD', args)
+    paths, pending_dir = [], None
+    for tok in tokens:
+        if tok.startswith('"'):
+            name = tok[1:-1]
+            paths.append(os.path.join(pending_dir, name) if pending_dir else name)
+            pending_dir = None
+        else:
+            if pending_dir is not None:
+                paths.append(pending_dir)
+            pending_dir = _FD.match(tok).group(1) if tok != "AT_FDCWD" else ""
+    if pending_dir:
+        paths.append(pending_dir)
+    return paths
+
+
+def segments(calls: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[str]]]]:
+    segs: dict[str, list[tuple[str, list[str]]]] = {}
+    current = None
+    for call, paths in calls:
+        if call == "mark":
+            current = paths[0]
+            segs[current] = []
+        elif current is not None:
+            segs[current].append((call, paths))
+    return segs
+
+
+def problems(seg: list[tuple[str, list[str]]]) -> list[str]:
+    found = []
+    fsynced = [(i, p[0]) for i, (c, p) in enumerate(seg) if c in ("fsync", "fdatasync") and p]
+
+    def synced(path: str, after: int = -1, before: int = 10**9) -> bool:
+        return any(after < i < before and p == path for i, p in fsynced)
+
+    for i, (call, paths) in enumerate(seg):
+        if call.startswith("rename") and len(paths) == 2:
+            src, dst = paths
+            if os.path.basename(src).startswith(".tmp-") and not synced(src, before=i):
+                found.append(f"rename {src} without an earlier fsync of it")
+            if not synced(os.path.dirname(dst), after=i):
+                found.append(f"rename to {dst} not followed by an fsync of its directory")
+        if call.startswith("unlink") and paths and paths[0].endswith(".json"):
+            src = paths[0]
+            if "/keys/" in src or ".tmp-" in src:
+                continue
+            name, here = os.path.basename(src), os.path.dirname(src)
+            wrote = [
+                i2
+                for i2, (c, p) in enumerate(seg[:i])
+                if c.startswith("rename") and len(p) == 2 and os.path.basename(p[1]) == name
+            ]
+            if not wrote or not synced(os.path.dirname(seg[wrote[-1]][1][1]), wrote[-1], i):
+                found.append(f"unlink {src} before its destination directory was fsynced")
+            if not synced(here, after=i):
+                found.append(f"unlink {src} not followed by an fsync of {here}")
+    return found
+
+
+# CI sets TASKHOSTER_REQUIRE_STRACE=1 so a missing strace fails instead of skipping
+needs_strace = pytest.mark.skipif(
+    shutil.which("strace") is None and not os.environ.get("TASKHOSTER_REQUIRE_STRACE"),
+    reason="strace not installed (apt-get install strace)",
+)
+
+
+@needs_strace
+def test_fsync_order_under_strace(tmp_path: Path) -> None:
+    segs = segments(trace(tmp_path, "real"))
+    for op in OPS:
+        seg = segs[op]
+        assert any(c.startswith("rename") for c, _ in seg), (op, seg)  # the op was traced
+        assert any(c == "fsync" for c, _ in seg), (op, seg)
+        assert problems(seg) == [], op
+    # the claim and the finish each moved the task out of a directory it was in
+    assert any(c == "renameat2" for c, _ in segs["claim"])
+    assert any(c.startswith("unlink") for c, p in segs["finish"] if "/processing/" in p[0])
+
+
+@needs_strace
+def test_fsync_order_catches_a_missing_directory_fsync(tmp_path: Path) -> None:
+    segs = segments(trace(tmp_path, "plant"))
+    assert all(problems(segs[op]) for op in OPS)
