@@ -1,16 +1,37 @@
 """gunicorn settings used by `make run` and production (`gunicorn -c gunicorn.conf.py`).
 
-Waiting claims and event streams hold a request open, so the workers are threaded: a
-waiting request occupies a thread, not a whole process.
+gthread, 2 workers x 64 threads (each overridable from the environment). A waiting claim,
+a long-polling GET and an event stream each hold one thread for up to 60 s (a stream for
+hours), so workers x threads is how many of them the server can hold while still answering
+everything else; past it, new requests queue behind the waits. An idle thread costs about
+0.25 MB and no CPU, so the pool is sized for waiting, not for CPU.
+
+Measured on the shared 2-core machine (bench/gunicorn_compare.py, trivial bearer-authenticated
+DRF POST, 4 keep-alive clients, median of 3 interleaved rounds; then 100 claims held waiting):
+
+    server                   req/s  vs sync | with 100 waiting: req/s  errors  RSS
+    sync, 2 workers            120    1.00x |                       0       4  +0 MB
+    gthread, 2 x 4 threads     247    2.06x |                       0       4  +1 MB
+    gthread, 2 x 8 threads     248    2.07x |                       0       4  +2 MB
+    gthread, 2 x 64 threads    309    2.58x |                     621       0  +32 MB
+    uvicorn ASGI, 2 workers     73    0.61x |                      73       0  +33 MB
+
+sync workers serve one request each and close keep-alive connections, and any waiting claim
+freezes a whole process. With 8 or 16 threads in all, 100 waiting claims take every thread and
+other requests time out (bench/http_bench.py: 2 x 32 threads still let 3 of 4 clients time
+out). Django under ASGI runs sync views in a thread per request anyway, so uvicorn gave no
+memory saving and a quarter of the throughput; it would only pay with async views and an
+async wake-up from the store, which is a re-architecture, not a setting.
 """
 
 import os
 
 bind = os.environ.get("TASKHOSTER_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("TASKHOSTER_WEB_WORKERS", "2"))
-worker_class = "gthread"
-threads = int(os.environ.get("TASKHOSTER_WEB_THREADS", "8"))
-# A waiting claim lasts at most 60 s; a stream sends a keep-alive every 15 s.
+worker_class = os.environ.get("TASKHOSTER_WEB_WORKER_CLASS", "gthread")
+threads = int(os.environ.get("TASKHOSTER_WEB_THREADS", "64"))
+# A waiting claim lasts at most 60 s; a stream sends a keep-alive every 15 s. Under gthread
+# the timeout watches the worker's main loop, not one request, so a stream is not killed.
 timeout = 90
 graceful_timeout = 20
 accesslog = "-"
