@@ -68,6 +68,7 @@ def noop_rate(url: str, token: str, clients: int, seconds: float) -> dict[str, f
         "rps": len(latencies) / elapsed,
         "p50_ms": percentile(latencies, 0.5) * 1000,
         "p99_ms": percentile(latencies, 0.99) * 1000,
+        "max_ms": max(latencies, default=float("nan")) * 1000,
         "errors": sum(e for _, e in results),
     }
 
