@@ -428,8 +428,8 @@ def test_bad_items_and_sizes(h):
     with pytest.raises(InvalidItem, match="url"):
         h.post({"url": 5}, settings=schema)
     assert h.post({"url": "u"}, settings=schema).item == {"url": "u"}
-    task = h.post()
-    h.claim()
+    task = h.post(now=T0 - 1)  # the oldest, so the claim takes this one (a tie is either)
+    assert h.claim().id == task.id
     with pytest.raises(PayloadTooLarge) as err:
         h.store.finish(
             HOST,
@@ -472,13 +472,13 @@ def test_idempotency_key(h):
     assert again.replayed and again.task.id == first.id
     with pytest.raises(IdempotencyKeyReused):
         h.post({"a": 2}, idempotency_key="k1")
-    other_user = h.post({"a": 1}, idempotency_key="k1", posted_by="bob")
+    other_user = h.post({"a": 1}, idempotency_key="k1", posted_by="bob", now=T0 + 1)
     assert other_user.id != first.id
     assert len(list((h.queue_dir / "pending").glob("*.json"))) == 2
     assert len(list((h.queue_dir / "keys").iterdir())) == 2
     assert h.event_names(first.id) == ["posted"]
     # cleaned with its task, after which the key is free again
-    h.claim()
+    assert h.claim().id == first.id  # the older of the two
     h.store.finish(
         HOST, QUEUE, first.id, settings=SETTINGS, worker="box-1", attempt=1, result={}, now=T0 + 10
     )

@@ -111,7 +111,8 @@ class StoreMachine(RuleBasedStateMachine):
             m.update(status="finished", until=None, end=self.now)
         elif how == "progress":
             m["until"] = self.now + 60_000
-        elif how == "retry" and m["attempts"] < m["budget"]:
+        elif how == "retry" and m["attempts"] < m["budget"] and not m.get("cancel"):
+            # a task whose cancel was requested never goes back to pending
             backoff = min(5 * 2 ** (m["attempts"] - 1), 20) * 1000
             m.update(status="pending", until=None, avail=self.now + backoff)
         else:
