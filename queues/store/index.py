@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import heapq
 import os
+from typing import Any
 
 import orjson
 
 from . import files, paths
 from .errors import CorruptRecord
-from .records import State, Task
+from .records import State, Task, parse_record
 from .waiting import Subscription, Watcher
 
 
@@ -59,20 +60,23 @@ class PendingIndex:
 
     def learn(self, task_id: str) -> None:
         try:
-            task = Task.from_record(orjson.loads(files.read_at(self._fd, paths.task_file(task_id))))
+            # the record's checked fields, without building a Task: a first claim on a deep
+            # queue reads every pending file, and the Task was most of the time per file
+            values = parse_record(orjson.loads(files.read_at(self._fd, paths.task_file(task_id))))
         except (OSError, ValueError, CorruptRecord):
             self.entries.pop(task_id, None)  # gone, or corrupt: the sweep quarantines it
             return
-        if task.status is State.PENDING:
-            self.add(task)
+        if values["status"] is State.PENDING:
+            self._put(task_id, _key(values))
 
     def add(self, task: Task) -> None:
-        retrying = task.attempts > 0 and task.available_at > task.updated_at
-        key = (-task.priority, task.posted_at, task.available_at, retrying)
-        if self.entries.get(task.id) == key:
+        self._put(task.id, _key(vars(task)))
+
+    def _put(self, task_id: str, key: tuple[int, int, int, bool]) -> None:
+        if self.entries.get(task_id) == key:
             return
-        self.entries[task.id] = key
-        heapq.heappush(self._ready, (key[0], key[1], task.id))
+        self.entries[task_id] = key
+        heapq.heappush(self._ready, (key[0], key[1], task_id))
 
     def take(self, now: int) -> str | None:
         """Remove and return the best claimable id (priority, then oldest), or None."""
@@ -107,3 +111,10 @@ class PendingIndex:
     def next_due(self) -> int | None:
         """When the earliest delayed candidate becomes claimable (for waiting claims)."""
         return min((at for at, task_id in self._delayed if task_id in self.entries), default=None)
+
+
+def _key(fields: dict[str, Any]) -> tuple[int, int, int, bool]:
+    """(-priority, postedAt, availableAt, retrying) from a record's fields (ext ones optional)."""
+    available_at = fields.get("available_at", 0)
+    retrying = fields["attempts"] > 0 and available_at > fields["updated_at"]
+    return (-fields.get("priority", 0), fields["posted_at"], available_at, retrying)
