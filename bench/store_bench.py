@@ -105,6 +105,19 @@ def raw_ceiling(root: Path, fsync: bool, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def index_memory(root: Path) -> float:
+    """MB the loaded index holds, in its own fresh store: tracemalloc slows every allocation
+    several times over, so it must never run while the load is timed."""
+    store = make_store(root, False)
+    tracemalloc.start()
+    with store.lock:
+        store.index(store.dirs(HOST, QUEUE))
+    memory = tracemalloc.get_traced_memory()[0] / 1e6
+    tracemalloc.stop()
+    store.close()
+    return memory
+
+
 def claim_cost(root: Path, depth: int, claims: int = 300) -> tuple[float, float, float]:
     """(µs per claim at this depth, seconds to load the index once, index MB)."""
     store = make_store(root, False)
@@ -115,15 +128,13 @@ def claim_cost(root: Path, depth: int, claims: int = 300) -> tuple[float, float,
         task_id = f"{i:016x}"
         (pending / f"{task_id}.json").write_text(template.replace(template[7:23], task_id))
     store.close()
+    memory = index_memory(root)
     store = make_store(root, False)  # a fresh process view: the index loads from the listing
-    tracemalloc.start()
     start = time.perf_counter()
     qd = store.dirs(HOST, QUEUE)
     with store.lock:
         store.index(qd)
     load = time.perf_counter() - start
-    memory = tracemalloc.get_traced_memory()[0] / 1e6
-    tracemalloc.stop()
     start = time.perf_counter()
     for _ in range(claims):
         assert store.claim(HOST, QUEUE, settings=S, worker="w")
