@@ -35,12 +35,14 @@ class Faults:
     fail_at: int = 0  # raise OSError(fail_errno) at the n-th call of fail_kind (or of any kind)
     fail_kind: str | None = None
     fail_errno: int = errno.EIO
+    record: bool = False  # keep `kinds`: off by default, or a long-lived server's list only grows
     kinds: list[str] = field(default_factory=list)  # the calls made, for tests that enumerate them
     _matching: int = 0
 
     def step(self, kind: str) -> None:
         self.calls += 1
-        self.kinds.append(kind)
+        if self.record:
+            self.kinds.append(kind)
         if self.exit_at == self.calls:
             os._exit(137)
         if self.fail_at and (self.fail_kind is None or self.fail_kind == kind):

@@ -35,10 +35,14 @@ class PendingIndex:
         if self._sub is not None:
             overflowed, names = self._sub.drain()
             if not overflowed:
-                for name in names:
+                for name, present in names.items():
                     task_id = paths.task_id_of(name)
-                    if task_id is not None:
+                    if task_id is None:
+                        continue
+                    if present:
                         self.learn(task_id)
+                    else:  # moved out or deleted (a later return brings its own event)
+                        self.entries.pop(task_id, None)
                 return
         else:
             mtime = os.stat(self._fd).st_mtime_ns

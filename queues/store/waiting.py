@@ -21,17 +21,19 @@ POLL_SECONDS = 0.05  # the fallback's polling interval
 
 
 class Subscription:
-    """The names changed in one watched directory since the index last drained them."""
+    """The names changed in one watched directory since the index last drained them, each with
+    whether its last event left it there (created, moved in) or took it away (deleted, moved out):
+    a name taken away needs no read to know it is gone."""
 
     def __init__(self) -> None:
-        self.names: set[str] = set()
+        self.names: dict[str, bool] = {}
         self.overflowed = True  # the first drain lists the whole directory
         self.lock = threading.Lock()
 
-    def drain(self) -> tuple[bool, set[str]]:
+    def drain(self) -> tuple[bool, dict[str, bool]]:
         with self.lock:
             overflowed, names = self.overflowed, self.names
-            self.overflowed, self.names = False, set()
+            self.overflowed, self.names = False, {}
         return overflowed, names
 
 
@@ -99,8 +101,8 @@ class Watcher:
             with sub.lock:
                 if mask & (IN_Q_OVERFLOW | IN_IGNORED):
                     sub.overflowed = True
-                else:
-                    sub.names.add(name)
+                else:  # events come in order, so the last one says where the name is now
+                    sub.names[name] = not mask & (IN_MOVED_FROM | IN_DELETE)
 
 
 _watcher: Watcher | None = None

@@ -1,0 +1,76 @@
+"""The claim index: what it learns from inotify, and the order a fresh process claims in."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from queues.store import QueueStore
+from queues.store.waiting import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, watcher
+
+from .conftest import HOST, QUEUE, SETTINGS, T0
+
+
+def test_a_name_is_where_its_last_event_left_it(tmp_path):
+    w = watcher()
+    sub = w.subscribe(str(tmp_path))
+    assert sub is not None
+    wd = next(wd for wd, group in w._subs.items() if sub in group)
+    sub.drain()  # the first drain is the full listing
+    events = [
+        ("a.json", IN_MOVED_TO),
+        ("a.json", IN_MOVED_FROM),  # claimed: gone, and no read is needed to know it
+        ("b.json", IN_MOVED_FROM),
+        ("b.json", IN_MOVED_TO),  # claimed, then requeued: back
+        ("c.json", IN_CREATE),
+        ("d.json", IN_DELETE),
+    ]
+    with w.cond:
+        for name, mask in events:
+            w._dispatch(wd, mask, name)
+    present = {"a.json": False, "b.json": True, "c.json": True, "d.json": False}
+    assert sub.drain() == (False, present)
+
+
+def _settled(store: QueueStore, pending: int) -> int:
+    """The other store's writes reach this one's index through inotify, a moment later."""
+    deadline = time.monotonic() + 10
+    while (count := store.stats(HOST, QUEUE, now=T0).pending) != pending:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    return count
+
+
+def test_another_writer_moving_a_task_out_and_back_keeps_it_a_candidate(h):
+    task = h.post(now=T0)
+    other = QueueStore(h.config)  # a second process's view: its own index
+    try:
+        assert _settled(other, 1) == 1
+        [claimed] = other.claim(HOST, QUEUE, settings=SETTINGS, worker="w2", now=T0 + 1)
+        assert _settled(h.store, 0) == 0  # moved out: dropped without reading the file
+        other.fail(
+            HOST, QUEUE, task.id, settings=SETTINGS, worker="w2", attempt=1, retry=True, now=T0 + 2
+        )
+        assert _settled(h.store, 1) == 1  # moved back in: learned again, with its backoff
+        assert h.claim(now=T0 + 3) is None
+        assert h.claim(now=T0 + 2 + 60_000).id == task.id == claimed.id
+    finally:
+        other.close()
+
+
+def test_a_fresh_process_claims_by_priority_then_postedat_never_by_file_time(h):
+    """Guards the ordering rule against an index built from file times: a requeued task's file
+    is newer than its postedAt, and a late high-priority post is newer than everything."""
+    low_old = h.post(now=T0)
+    rewritten = h.post(now=T0 + 1)  # its file rewritten later, as a requeue does
+    plain = h.post(now=T0 + 2)
+    urgent = h.post(now=T0 + 3, priority=5)
+    ages = [(low_old, 40), (rewritten, 50), (plain, 10), (urgent, 60)]  # file times, s
+    pending = h.queue_dir / "pending"
+    for task, age in ages:
+        at = time.time() - 1000 + age
+        os.utime(pending / f"{task.id}.json", (at, at))
+    h.reopen()
+    order = [h.claim(now=T0 + 10 + i).id for i in range(4)]
+    assert order == [urgent.id, low_old.id, rewritten.id, plain.id]
