@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,25 @@ def test_a_day_file_rewritten_shorter_in_place_is_read_from_the_start(append, da
     assert path.stat().st_ino == inode
     assert ingest_directory(day_dir).lines == 1
     assert TaskEvent.objects.filter(event="cancelled").count() == 1
+
+
+def test_a_backfill_in_a_terminal_shows_a_progress_bar(live_db, day_dir: Path) -> None:
+    import pty
+
+    url, keys = live_db
+    lines = (line(t=DAY1 + i // 1000, ms=i % 1000, task_id=f"{i:016x}") for i in range(20_000))
+    (day_dir / "2025-01-01.jsonl").write_bytes(encode(*lines))  # over 4 MiB: worth a bar
+    primary, secondary = pty.openpty()
+    run = manage(url, "manage.py", "ingest_tasklogs", "--source", str(day_dir),
+                 stdout=-1, stderr=secondary)  # fmt: skip
+    os.close(secondary)
+    out, _ = run.communicate(timeout=120)
+    terminal = b""
+    with suppress(OSError):  # EIO once the child has closed its end
+        while chunk := os.read(primary, 4096):
+            terminal += chunk
+    os.close(primary)
+    assert run.returncode == 0
+    assert b"\r[" in terminal and b"100%" in terminal
+    assert "20000 lines" in out and "[" not in out  # the bar is not in the (piped) output
+    assert len(keys()) == 20_000

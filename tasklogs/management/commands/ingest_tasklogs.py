@@ -30,9 +30,11 @@ class Command(BaseCommand):
         source = source or Path(settings.TASKHOSTER_LOGS_DIR) / "tasks"
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
+        # Watch before the first run, so a line appended while it runs still wakes the next.
+        watch = DirectoryWatch(source) if follow else None
         self._run_once(source)
-        if follow:
-            self._follow(source)
+        if watch:
+            self._follow(source, watch)
 
     def _run_once(self, source: Path) -> IngestReport:
         started = time.monotonic()
@@ -56,8 +58,7 @@ class Command(BaseCommand):
         total = pending_bytes(source)
         return ProgressBar(total, sys.stderr) if total >= BAR_FROM_BYTES else None
 
-    def _follow(self, source: Path) -> None:
-        watch = DirectoryWatch(source)
+    def _follow(self, source: Path, watch: DirectoryWatch) -> None:
         try:
             while True:
                 watch.wait(SAFETY_WAKE_SECONDS)
