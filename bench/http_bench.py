@@ -63,7 +63,9 @@ def main() -> None:
                          f"{life['fetched']} fetched, {life['claimed']} claimed"))  # fmt: skip
         if "latency" not in skip:
             lat = claim_latency(server.url, server.tokens, args.samples)
-            note = f"p50 {lat['p50_ms']:.1f} ms, {lat['samples']} samples (target p99 <= 10 ms)"
+            note = (f"p50 {lat['p50_ms']:.1f} ms, {lat['samples']} samples (target p99 <= 10 ms); "
+                    f"after the post's answer: p50 {lat['after_answer_p50_ms']:.1f}, "
+                    f"p99 {lat['after_answer_p99_ms']:.1f} ms")  # fmt: skip
             rows.append(("post -> waiting claim", f"p99 {lat['p99_ms']:.1f} ms", note))
         if "waiters" not in skip:
             rows += with_waiters(server, args, ceiling)

@@ -153,21 +153,25 @@ def claim_latency(url: str, tokens: dict[str, str], samples: int) -> dict[str, f
     proc.start()
     ready.wait(10)
     client = Client(url, tokens["producer"], timeout=30)
-    latencies, missed = [], 0
+    latencies, after_answer, missed = [], [], 0
     for _ in range(samples):
         time.sleep(0.02)  # the worker is back in its waiting claim
         try:
             client.post(HOST, QUEUE, {"sent": time.monotonic()})
+            answered = time.monotonic()
             sent, claimed = out.get(timeout=10)
         except (OSError, queue.Empty):
             missed += 1  # the server had no thread left for the claim (or the post)
             break
         latencies.append(claimed - sent)
+        after_answer.append(claimed - answered)  # the wake-up's share, without the post's
     proc.join(5)
     proc.kill()
     return {"p50_ms": percentile(latencies, 0.5) * 1000,
             "p99_ms": percentile(latencies, 0.99) * 1000,
             "mean_ms": statistics.fmean(latencies) * 1000 if latencies else float("nan"),
+            "after_answer_p50_ms": percentile(after_answer, 0.5) * 1000,
+            "after_answer_p99_ms": percentile(after_answer, 0.99) * 1000,
             "samples": len(latencies), "missed": missed}  # fmt: skip
 
 
