@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,6 +63,14 @@ class Job:
             return
         if answer.get("cancelRequested"):
             self.cancel_requested.set()
+        if isinstance(answer.get("lease"), dict):
+            self.task["lease"] = answer["lease"]
+
+    def lease_left(self) -> float | None:
+        """Seconds until the lease the server last reported ends (None when it did not say)."""
+        lease = self.task.get("lease")
+        until = lease.get("until") if isinstance(lease, dict) else None
+        return until / 1000 - time.time() if isinstance(until, int | float) else None
 
 
 Handler = Callable[[Job], Any]
@@ -146,11 +155,20 @@ def _error_body(exc: BaseException) -> dict[str, str]:
 
 
 def _heartbeat(job: Job, done: threading.Event, interval: float) -> None:
-    """Extend the lease until the handler ends; stop quietly once the lease is lost."""
-    while not done.wait(interval):
+    """Extend the lease until the handler ends; stop quietly once the lease is lost.
+
+    The server says when the lease ends; if that is sooner than lease/3 away (a server that
+    extends by the queue's lease rather than the claim's), the next beat comes sooner.
+    """
+    while not done.wait(_next_beat(job, interval)):
         try:
             job.progress()
         except (ApiError, OSError) as exc:
             log.warning("task %s: heartbeat failed: %s", job.id, exc)  # the next one may pass
         if job.lease_lost.is_set():
             return
+
+
+def _next_beat(job: Job, interval: float) -> float:
+    left = job.lease_left()
+    return interval if left is None else max(min(interval, left / 3), 0.2)
