@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from queues import console
@@ -38,7 +39,10 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 def task_page(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
     found = console.operated_queue(request.user, host, queue)
     task = console.task_of(found, task_id)
-    return render(request, "console/task.html", {"queue": found, "task": task})
+    timeline_url = reverse("tasklogs:task", args=[host, queue, task_id])
+    return render(request, "console/task.html", {
+        "queue": found, "task": task, "timeline_url": timeline_url,
+    })  # fmt: skip
 
 
 @login_required

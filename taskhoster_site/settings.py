@@ -53,6 +53,13 @@ TASKHOSTER_LOGS_DIR = _project_path(env.str("TASKHOSTER_LOGS_DIR", default="var/
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
 TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
 
+# --- the API ------------------------------------------------------------------------------
+# A request body larger than this answers 413 before it is parsed: the largest maxItemBytes a
+# queue may have (16 MiB) plus room for the worker's envelope around a result.
+TASKHOSTER_MAX_BODY_BYTES = env.int("TASKHOSTER_MAX_BODY_BYTES", default=16 * 1024 * 1024 + 65536)
+# An idle event stream gets a comment line this often, so proxies do not close it.
+TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
+
 # --- applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",

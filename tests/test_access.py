@@ -23,7 +23,7 @@ def test_user_roles_come_from_their_own_grants(queues):
 
 
 def test_group_grants_reach_members_only(queues):
-    one, two, _ = queues
+    _, two, _ = queues
     crew = Group.objects.create(name="crew")
     bob, eve = User.objects.create(username="bob"), User.objects.create(username="eve")
     bob.groups.add(crew)

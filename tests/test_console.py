@@ -129,6 +129,12 @@ def test_pause_and_resume(resize):
     assert not resize.paused
 
 
+def test_task_page_links_to_its_log_timeline(resize):
+    task = post(resize)
+    page = client_for("olga", is_staff=True).get(f"/console/task.example.com/resize/{task.id}/")
+    assert f'href="/logs/task.example.com/resize/{task.id}/"' in page.content.decode()
+
+
 def test_user_content_is_escaped(resize):
     task = post(resize, {"x": "<script>alert(1)</script>"})
     client = client_for("olga", is_staff=True)

@@ -8,7 +8,6 @@ queue (and staff) may follow the whole queue; a producer may follow one of its o
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -32,15 +31,10 @@ from queues.monitor.watch import log_watcher
 from queues.services import get_store
 from queues.store import paths
 
-DEFAULT_KEEPALIVE_SECONDS = 15.0
-
 
 def keepalive_seconds() -> float:
-    """The comment-line interval: a setting, or the environment (tests shorten it)."""
-    value = getattr(settings, "TASKHOSTER_SSE_KEEPALIVE_SECONDS", None)
-    if value is None:
-        value = os.environ.get("TASKHOSTER_SSE_KEEPALIVE_SECONDS", DEFAULT_KEEPALIVE_SECONDS)
-    return max(float(value), 0.05)
+    """The comment-line interval (tests shorten it through the environment)."""
+    return max(float(settings.TASKHOSTER_SSE_KEEPALIVE_SECONDS), 0.05)
 
 
 class JsonFirst(BaseContentNegotiation):

@@ -17,15 +17,13 @@ from rest_framework.renderers import BaseRenderer
 from queues.store.errors import PayloadTooLarge
 
 MAX_DEPTH = 64
-# The largest maxItemBytes a queue may have (16 MiB, see Queue.max_item_bytes) plus room for the
-# worker's envelope; the store enforces each queue's own cap on the item, progress or result.
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024 + 64 * 1024
 # A JSON string, written unrolled so the regex engine never backtracks.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 def max_body_bytes() -> int:
-    return int(getattr(settings, "TASKHOSTER_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+    """The raw body cap; the store enforces each queue's own cap on the item, progress, result."""
+    return int(settings.TASKHOSTER_MAX_BODY_BYTES)
 
 
 def loads(data: bytes) -> Any:

@@ -254,3 +254,19 @@ def test_a_backfill_in_a_terminal_shows_a_progress_bar(live_db, day_dir: Path) -
     assert b"\r[" in terminal and b"100%" in terminal
     assert "20000 lines" in out and "[" not in out  # the bar is not in the (piped) output
     assert len(keys()) == 20_000
+
+
+def test_the_command_makes_the_default_source_on_a_fresh_install(settings, tmp_path):
+    """`make run` starts ingestion before any task exists: no day-file directory yet."""
+    from django.core.management import call_command
+
+    settings.TASKHOSTER_LOGS_DIR = tmp_path / "fresh-logs"
+    call_command("ingest_tasklogs")
+    assert (tmp_path / "fresh-logs" / "tasks").is_dir()
+
+
+def test_the_command_refuses_a_missing_explicit_source(tmp_path):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="not a directory"):
+        call_command("ingest_tasklogs", "--source", str(tmp_path / "nowhere"))

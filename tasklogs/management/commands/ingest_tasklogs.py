@@ -27,7 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--source", type=Path, help="Day-file directory (default: logs/tasks).")
 
     def handle(self, *args: Any, follow: bool, source: Path | None, **options: Any) -> None:
-        source = source or Path(settings.TASKHOSTER_LOGS_DIR) / "tasks"
+        if source is None:
+            source = Path(settings.TASKHOSTER_LOGS_DIR) / "tasks"
+            # The store makes this directory on its first event; a fresh install that starts
+            # ingestion before any task was posted must not fail for that.
+            source.mkdir(parents=True, exist_ok=True)
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
         # Watch before the first run, so a line appended while it runs still wakes the next.
