@@ -171,9 +171,17 @@ def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
     _call("rename", os.rename, name, new_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
 
-def make_dir(parent_fd: int, name: str) -> None:
+def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
+    """Make a directory and, with fsync on, make its entry durable in the parent.
+
+    Without the parent's fsync a power cut can take a new queue's directories, and with them a
+    post that was already acknowledged. The parent is synced even when another process won
+    the mkdir: that process may not have synced it yet.
+    """
     with contextlib.suppress(FileExistsError):  # another process made it first: the same outcome
         _call("mkdir", os.mkdir, name, 0o755, dir_fd=parent_fd)
+    if fsync:
+        _call("fsync_dir", os.fsync, parent_fd)
 
 
 def open_append(path: str) -> int:

@@ -65,31 +65,32 @@ def key_file(posted_by: str | None, key: str) -> str:
     return hashlib.sha256(f"{owner}\0{key}".encode()).hexdigest()[:32] + ".json"
 
 
-def open_dir(parent_fd: int, name: str, *, create: bool) -> int:
+def open_dir(parent_fd: int, name: str, *, create: bool, fsync: bool = True) -> int:
     """Open a directory below `parent_fd` without following a symlink."""
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
         if not create:
             raise
-    files.make_dir(parent_fd, name)
+    files.make_dir(parent_fd, name, fsync=fsync)
     return open_dir(parent_fd, name, create=False)
 
 
 class QueueDirs:
     """Open descriptors of one queue's directories: pending, processing, done, keys, quarantine."""
 
-    def __init__(self, root_fd: int, host: str, queue: str, *, create: bool) -> None:
+    def __init__(self, root_fd: int, host: str, queue: str, *, create: bool,
+                 fsync: bool = True) -> None:  # fmt: skip
         self.host, self.queue = validate_host(host), validate_queue(queue)
         self.fds: dict[str, int] = {}
         opened: list[int] = []
         try:
-            host_fd = open_dir(root_fd, host, create=create)
+            host_fd = open_dir(root_fd, host, create=create, fsync=fsync)
             opened.append(host_fd)
-            queue_fd = open_dir(host_fd, queue, create=create)
+            queue_fd = open_dir(host_fd, queue, create=create, fsync=fsync)
             opened.append(queue_fd)
             for name in QUEUE_DIRS:
-                self.fds[name] = open_dir(queue_fd, name, create=True)
+                self.fds[name] = open_dir(queue_fd, name, create=True, fsync=fsync)
         except FileNotFoundError as exc:
             self.close()
             raise NotFound() from exc

@@ -48,7 +48,9 @@ class QueueStore:
         with self.lock:
             qd = self._dirs.get(key)
             if qd is None:
-                qd = self._dirs[key] = QueueDirs(self.root_fd, host, queue, create=create)
+                qd = self._dirs[key] = QueueDirs(
+                    self.root_fd, host, queue, create=create, fsync=self.fsync
+                )
             return qd
 
     def index(self, qd: QueueDirs) -> PendingIndex:

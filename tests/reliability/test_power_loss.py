@@ -233,17 +233,7 @@ def check(
     return None
 
 
-# A finding, not a wish: the first post or claim on a queue makes its directories (mkdir) and
-# never fsyncs their parents, so a power cut can take the whole queue directory, and with it an
-# acknowledged post. Strict: this fails loudly once queues/store fsyncs the parent after mkdir.
-NEW_QUEUE_GAP = pytest.mark.xfail(
-    strict=True, reason="store: mkdir of a new queue's directories is not fsynced in its parent"
-)
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=NEW_QUEUE_GAP) if n == "post_new_queue" else n for n in OPS]
-)
+@pytest.mark.parametrize("name", OPS)
 def test_power_loss(tmp_path: Path, name: str) -> None:
     outcome = explore(tmp_path, name)
     print(
