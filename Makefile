@@ -7,7 +7,7 @@ PORT ?= 8000
 TASKHOSTER_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TASKHOSTER_TEST_DATABASE_URL
 
-.PHONY: run test test-sqlite test-postgres lint format typecheck bench clean
+.PHONY: run test test-sqlite test-postgres lint format typecheck bench fuzz gates chaos clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ run: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(PY) manage.py serve --bind 127.0.0.1:$(PORT)
 
 test: $(VENV)/.installed
-	@scripts/ensure-chromium
+	@scripts/ensure-test-tools
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-postgres
 
@@ -51,6 +51,14 @@ typecheck: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	@for script in bench/*_bench.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+# Coverage-guided fuzzing of the JSON body parser and the name/path rules (5 minutes each).
+fuzz: $(VENV)/.installed
+	$(PY) fuzz/run.py $${FUZZ_SECONDS:-300}
+
+# bandit on our code, pip-audit on the installed dependencies.
+gates: $(VENV)/.installed
+	scripts/gates
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache .hypothesis
