@@ -84,6 +84,9 @@ _EXT = {
     "idempotency_key": "idempotencyKey",
     "cancel_requested": "cancelRequested",
     "last_error": "lastError",
+    # The claim's own lease length: progress extends the lease by it (api.md), and the
+    # specification's lease {worker, until} does not say how long the claim asked for.
+    "lease_seconds": "leaseSeconds",
 }
 _STATUS_VIEW = (
     "id",
@@ -124,6 +127,7 @@ class Task:
     idempotency_key: str | None = None
     cancel_requested: bool = False
     last_error: Any = None
+    lease_seconds: int = 0
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one)."""
@@ -186,6 +190,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "max_attempts": (int,),
     "idempotency_key": (str, type(None)),
     "cancel_requested": (bool,),
+    "lease_seconds": (int,),
 }
 
 

@@ -32,6 +32,14 @@ def _lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
     return seconds * 1000
 
 
+def _claimed_ms(task: Task, settings: QueueSettings) -> int:
+    """The claim's own lease length; the queue's for a record written before it was kept.
+
+    Clamped to the queue timeout, which an admin may have lowered since the claim."""
+    seconds = task.lease_seconds or settings.lease_seconds
+    return min(seconds, settings.queue_seconds) * 1000
+
+
 def _check_worker(worker: Any) -> str:
     if not isinstance(worker, str) or not 1 <= len(worker) <= 200:
         raise InvalidRequest("worker must be a name of 1 to 200 characters.")
@@ -68,7 +76,7 @@ def claim(
         if task_id is None:
             break
         try:
-            outcome = _claim_one(self, qd, task_id, worker=worker, until=now + lease_ms, now=now)
+            outcome = _claim_one(self, qd, task_id, worker=worker, lease_ms=lease_ms, now=now)
         except BaseException:
             with self.lock:  # the file is still pending (the claim put it back): keep it
                 index.give_back(task_id)
@@ -92,7 +100,7 @@ def claim(
 
 
 def _claim_one(
-    self: QueueStore, qd: QueueDirs, task_id: str, *, worker: str, until: int, now: int
+    self: QueueStore, qd: QueueDirs, task_id: str, *, worker: str, lease_ms: int, now: int
 ) -> Task | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins."""
     pending, name = qd.fd("pending"), paths.task_file(task_id)
@@ -122,7 +130,8 @@ def _claim_one(
         new = task.replace(
             status=State.PROCESSING,
             attempts=task.attempts + 1,
-            lease=Lease(worker=worker, until=until),
+            lease=Lease(worker=worker, until=now + lease_ms),
+            lease_seconds=lease_ms // 1000,
             updated_at=now,
         )
         try:
@@ -208,16 +217,21 @@ def progress(
     lease_seconds: int | None = None,
     now: int | None = None,
 ) -> Task:
-    """Record progress (optional) and extend the lease by the queue's lease length."""
+    """Record progress (optional) and extend the lease by the claim's lease length."""
     from .store import now_ms
 
-    now, lease_ms = now_ms(now), _lease_ms(settings, lease_seconds)
+    now = now_ms(now)
+    if lease_seconds is not None:
+        _lease_ms(settings, lease_seconds)  # refuse a bad value before touching anything
     if progress is not None:
         check_size("progress", progress, settings)
     qd = self.dirs(host, queue)
     with copies.locked(qd, paths.validate_task_id(task_id)) as found:
         task = found.task
         _held(task, worker, attempt)
+        lease_ms = (
+            _lease_ms(settings, lease_seconds) if lease_seconds else _claimed_ms(task, settings)
+        )
         changes: dict[str, Any] = {
             "lease": Lease(worker=worker, until=now + lease_ms),
             "updated_at": now,

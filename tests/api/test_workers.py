@@ -254,11 +254,6 @@ def test_a_stale_worker_cannot_overwrite_the_work_of_the_next(world):
     assert world.store.read(HOST, QUEUE, task.id).result == {"by": "box-2"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store gap: a task does not remember its claim's lease length, so progress extends "
-    "by the queue's leaseSeconds instead of the claim's (api.md: 'by the claim's lease length')",
-)
 def test_progress_extends_by_the_claims_own_lease(world):
     task = world.post()
     claim(world, lease=5)

@@ -142,6 +142,32 @@ def test_progress_extends_lease_and_logs(h):
     assert only_lease.progress == {"percent": 40} and only_lease.lease.until == T0 + 100_000
 
 
+def test_progress_extends_by_the_claims_own_lease_length(h):
+    task = h.post()
+    claimed = h.claim(now=T0 + 1000, lease_seconds=5)
+    assert claimed.lease.until == T0 + 6000
+    assert h.on_disk(task.id)["processing"]["leaseSeconds"] == 5
+    beat = h.store.progress(
+        HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1, now=T0 + 4000
+    )
+    assert beat.lease.until == T0 + 9000  # the claim's 5 s, not the queue's 60 s
+    longer = h.store.progress(
+        HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1, lease_seconds=30,
+        now=T0 + 5000,
+    )  # fmt: skip
+    assert longer.lease.until == T0 + 35_000
+
+
+def test_progress_lease_is_clamped_to_a_queue_timeout_lowered_since_the_claim(h):
+    task = h.post()
+    h.claim(now=T0 + 1000, lease_seconds=600)
+    lowered = replace(SETTINGS, queue_seconds=100)
+    beat = h.store.progress(
+        HOST, QUEUE, task.id, settings=lowered, worker="box-1", attempt=1, now=T0 + 2000
+    )
+    assert beat.lease.until == T0 + 2000 + 100_000
+
+
 def test_finish_moves_to_done_and_a_result_is_never_overwritten(h):
     task = h.post()
     h.claim()
