@@ -41,8 +41,11 @@ class PendingIndex:
                         continue
                     if present:
                         self.learn(task_id)
-                    else:  # moved out or deleted (a later return brings its own event)
-                        self.entries.pop(task_id, None)
+                    elif task_id in self.entries and not self._exists(task_id):
+                        # Moved out or deleted. The check matters: a task this process put
+                        # back (retry, requeue) is in the index already, and the old "moved out"
+                        # event can arrive after that and before the "moved in" one.
+                        del self.entries[task_id]
                 return
         else:
             mtime = os.stat(self._fd).st_mtime_ns
@@ -72,6 +75,13 @@ class PendingIndex:
             return
         if values["status"] is State.PENDING:
             self._put(task_id, _key(values))
+
+    def _exists(self, task_id: str) -> bool:
+        try:
+            os.stat(paths.task_file(task_id), dir_fd=self._fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
 
     def add(self, task: Task) -> None:
         self._put(task.id, _key(vars(task)))

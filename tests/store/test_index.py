@@ -74,3 +74,22 @@ def test_a_fresh_process_claims_by_priority_then_postedat_never_by_file_time(h):
     h.reopen()
     order = [h.claim(now=T0 + 10 + i).id for i in range(4)]
     assert order == [urgent.id, low_old.id, rewritten.id, plain.id]
+
+
+def test_a_late_moved_out_event_does_not_drop_a_task_this_process_put_back(h):
+    """Retry puts the task back into pending/ and into the index at once; the "moved out"
+    event of its earlier claim may be drained after that. It must not drop the task."""
+    task = h.post(now=T0)
+    h.claim(now=T0 + 1)
+    h.store.fail(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1, now=T0 + 2)
+    time.sleep(0.2)  # let the real events of the claim and the fail arrive and be drained
+    assert _settled(h.store, 0) == 0
+    h.store.retry(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 3)
+    assert _settled(h.store, 1) == 1
+    # Deliver the stale event by hand, last, as the watcher thread may when it runs late.
+    w = watcher()
+    sub = h.store._indexes[(HOST, QUEUE)]._sub
+    wd = next(wd for wd, group in w._subs.items() if sub in group)
+    with w.cond:
+        w._dispatch(wd, IN_MOVED_FROM, f"{task.id}.json")
+    assert h.claim(now=T0 + 4).id == task.id
