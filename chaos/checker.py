@@ -1,0 +1,294 @@
+"""The checker: the producers' acks (A), the final state of every task (F, read from the store),
+and the event log (E). `python -m chaos.checker RUN_DIR` prints the figures and exits 1 on any
+lost, stuck, unexpected, unexplained duplicate or overwritten result.
+
+Definitions (quality.md "chaos", reliability.md T4):
+- lost: an acknowledged id that is not terminal in F (missing, or still pending/processing).
+- stuck: a task of F that is pending or processing after the sweeps' fixpoint.
+- unexpected: a task of F that no producer acknowledged and that no un-acknowledged post
+  explains. A post whose answer was lost (a gunicorn worker killed mid-request) may still have
+  created its task; its key was logged as an `intent`, and the task's `idempotencyKey` names it.
+  So a task is unexpected when its key was never intended, or when another task already holds
+  its key (two tasks for one key: idempotency broken), or when its key was acked with another id.
+- executions: the claims of a task, from E's `claimed` lines, and the claims the workers logged
+  (a claim line can be lost to a kill between the state write and the log append).
+- a duplicate is every claim after a task's first. It is explained when E holds a `requeue` (or
+  `retried`) line for the task with `attempts` equal to the previous attempt, no later than the
+  claim. (Lines from two processes can land in the log in either order when a claim follows a
+  requeue within a millisecond; the requeue's `at` is its sweep's start, so time orders them.)
+- overwritten: more than one `result` line for a task, more than one result a worker saw
+  accepted, or a final result whose attempt is not the task's last attempt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import itertools
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .server import HOST, QUEUE
+
+TERMINAL = {"finished", "failed", "cancelled"}
+EXPLAINS = {"requeue", "retried"}
+
+
+def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The lines of a JSONL file and the count of torn ones (a kill mid-write)."""
+    lines, torn = [], 0
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                lines.append(json.loads(raw))
+            except ValueError:
+                torn += 1
+    return lines, torn
+
+
+def read_store(items: Path) -> tuple[dict[str, dict[str, Any]], int]:
+    """Every task's winning copy (highest rev, as the store decides) and the count of extra
+    copies still on disk (a fixpoint leaves none)."""
+    base = items / HOST / QUEUE
+    best: dict[str, dict[str, Any]] = {}
+    extra = 0
+    for d in ("pending", "processing", "done"):
+        try:
+            entries = list(os.scandir(base / d))
+        except FileNotFoundError:
+            continue
+        for e in entries:
+            if not e.name.endswith(".json"):
+                continue
+            try:
+                rec = json.loads(Path(e.path).read_bytes())
+            except (OSError, ValueError):
+                continue
+            rec["_dir"] = d
+            old = best.get(rec["id"])
+            if old is not None:
+                extra += 1
+                if old.get("rev", 0) >= rec.get("rev", 0):
+                    continue
+            best[rec["id"]] = rec
+    return best, extra
+
+
+@dataclass
+class Figures:
+    tasks_intended: int = 0
+    acked: int = 0
+    gave_up: int = 0
+    post_retries: int = 0
+    replayed_acks: int = 0
+    tasks_in_store: int = 0
+    lost: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    landed_without_ack: int = 0
+    claims: int = 0
+    claims_only_in_worker_logs: int = 0
+    explained_duplicates: int = 0
+    unexplained_duplicates: list[str] = field(default_factory=list)
+    redelivery_rate: float = 0.0
+    overwritten: list[str] = field(default_factory=list)
+    stale_409: int = 0
+    other_409: int = 0
+    late_accepted: int = 0
+    progress_409: int = 0
+    pauses: int = 0
+    pause_outcomes: dict[str, int] = field(default_factory=dict)
+    extra_copies: int = 0
+    torn_lines: int = 0
+    event_lines: int = 0
+    failed_tasks: int = 0
+    replay_mismatches: int = 0
+
+    def failures(self) -> list[str]:
+        out = []
+        for name in ("lost", "stuck", "unexpected", "unexplained_duplicates", "overwritten"):
+            if getattr(self, name):
+                out.append(f"{name}: {len(getattr(self, name))}")
+        return out
+
+
+def check(run_dir: Path) -> Figures:
+    fig = Figures()
+    # A: intents and acks
+    intents: set[str] = set()
+    acks: dict[str, str] = {}
+    conflicts: list[str] = []
+    for path in sorted((run_dir / "producers").glob("*.jsonl")):
+        lines, torn = read_jsonl(path)
+        fig.torn_lines += torn
+        for line in lines:
+            if line["e"] == "intent":
+                intents.add(line["key"])
+            elif line["e"] == "ack":
+                if acks.setdefault(line["key"], line["id"]) != line["id"]:
+                    conflicts.append(line["key"])
+                fig.post_retries += line["tries"] - 1
+                fig.replayed_acks += line["tries"] > 1
+            elif line["e"] == "gaveup":
+                fig.gave_up += 1
+    fig.tasks_intended, fig.acked = len(intents), len(acks)
+
+    # F: the store after the fixpoint
+    tasks, fig.extra_copies = read_store(run_dir / "items")
+    fig.tasks_in_store = len(tasks)
+    acked_ids = set(acks.values())
+    for tid in acks.values():
+        if tasks.get(tid, {}).get("status") not in TERMINAL:
+            fig.lost.append(tid)
+    by_key: dict[str, list[str]] = collections.defaultdict(list)
+    for tid, rec in tasks.items():
+        by_key[str(rec.get("idempotencyKey"))].append(tid)
+        if rec["status"] not in TERMINAL:
+            fig.stuck.append(tid)
+        fig.failed_tasks += rec["status"] == "failed"
+    for tid, rec in tasks.items():
+        key = str(rec.get("idempotencyKey"))
+        if tid in acked_ids:
+            continue
+        if key in intents and key not in acks and len(by_key[key]) == 1:
+            fig.landed_without_ack += 1  # its post landed, its answer was lost: explained
+        else:
+            fig.unexpected.append(tid)
+    fig.unexpected += [acks[k] for k in conflicts]
+
+    # E: the event log, day-files in date order, lines in file order
+    events: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for path in sorted((run_dir / "logs" / "tasks").glob("*.jsonl")):
+        lines, torn = read_jsonl(path)
+        fig.torn_lines += torn
+        fig.event_lines += len(lines)
+        for line in lines:
+            if line.get("queue") == QUEUE and "id" in line:
+                events[line["id"]].append(line)
+
+    # the workers' logs: claims and the answers to their results
+    worker_claims: dict[str, set[int]] = collections.defaultdict(set)
+    accepted: dict[str, list[tuple[str, int]]] = collections.defaultdict(list)
+    answers: dict[tuple[str, str], str] = {}
+    for path in sorted((run_dir / "workers").glob("*.jsonl")):
+        lines, torn = read_jsonl(path)
+        fig.torn_lines += torn
+        for line in lines:
+            if line["e"] == "claim":
+                worker_claims[line["id"]].add(line["a"])
+            elif line["e"] == "progress" and line["s"] == "lease_lost":
+                fig.progress_409 += 1
+            elif line["e"] == "result":
+                answers[(line["w"], line["id"])] = line["s"]
+                if line["s"] == "ok":
+                    accepted[line["id"]].append((line["w"], line["a"]))
+                    fig.late_accepted += bool(line["late"])
+                elif line["s"] == "lease_lost" and line["tries"] == 1:
+                    if line["late"]:
+                        fig.stale_409 += 1
+                    else:
+                        fig.other_409 += 1
+
+    claimed_ids = set()
+    for tid in set(events) | set(worker_claims):
+        lines = events.get(tid, [])
+        claims = {ln["attempts"]: ln for ln in lines if ln["event"] == "claimed"}
+        only_workers = worker_claims.get(tid, set()) - set(claims)
+        fig.claims_only_in_worker_logs += len(only_workers)
+        attempts = sorted(set(claims) | only_workers)
+        if attempts:
+            claimed_ids.add(tid)
+        fig.claims += len(attempts)
+        for prev, this in itertools.pairwise(attempts):
+            at = claims[this]["at"] if this in claims else "~"
+            if any(
+                ln["event"] in EXPLAINS and ln["attempts"] == prev and ln["at"] <= at
+                for ln in lines
+            ):
+                fig.explained_duplicates += 1
+            else:
+                fig.unexplained_duplicates.append(f"{tid}@{this}")
+        results = [ln for ln in lines if ln["event"] == "result"]
+        final = tasks.get(tid, {})
+        body = final.get("result") if isinstance(final.get("result"), dict) else {}
+        if (
+            len(results) > 1
+            or len(accepted.get(tid, [])) > 1
+            or (final.get("status") == "finished" and body.get("attempt") != final.get("attempts"))
+        ):
+            fig.overwritten.append(tid)
+        # T9 in small: the last state-changing line's status is the file's status
+        changes = [ln for ln in lines if ln["event"] not in ("fetched", "progress", "cleaned")]
+        if final and changes and changes[-1]["status"] != final["status"]:
+            fig.replay_mismatches += 1
+    fig.redelivery_rate = (fig.claims - len(claimed_ids)) / max(1, len(claimed_ids))
+
+    # the nemesis' pauses: what answer did the paused worker's late result get?
+    nemesis = run_dir / "nemesis.jsonl"
+    if nemesis.exists():
+        outcomes: collections.Counter[str] = collections.Counter()
+        for line in read_jsonl(nemesis)[0]:
+            if line["op"] == "pause":
+                fig.pauses += 1
+                outcomes[answers.get((line["worker"], line["task"]), "unreported")] += 1
+        fig.pause_outcomes = dict(outcomes)
+    return fig
+
+
+def render(fig: Figures) -> str:
+    def n(x: Any) -> Any:
+        return len(x) if isinstance(x, list) else x
+
+    rows = [
+        ("tasks intended / acked / gave up", f"{fig.tasks_intended} / {fig.acked} / {fig.gave_up}"),
+        ("post retries (acks after a retry)", f"{fig.post_retries} ({fig.replayed_acks})"),
+        (
+            "tasks in store / failed / extra copies",
+            f"{fig.tasks_in_store} / {fig.failed_tasks} / {fig.extra_copies}",
+        ),
+        ("LOST (acked, not terminal)", n(fig.lost)),
+        ("STUCK (pending/processing after fixpoint)", n(fig.stuck)),
+        ("UNEXPECTED (terminal, unexplained by any post)", n(fig.unexpected)),
+        ("landed without ack (explained by its intent)", fig.landed_without_ack),
+        (
+            "claims (of them only in worker logs)",
+            f"{fig.claims} ({fig.claims_only_in_worker_logs})",
+        ),
+        ("explained duplicates", fig.explained_duplicates),
+        ("UNEXPLAINED duplicates", n(fig.unexplained_duplicates)),
+        ("redelivery rate", f"{100 * fig.redelivery_rate:.2f}%"),
+        ("OVERWRITTEN results", n(fig.overwritten)),
+        ("stale results refused 409 (late / not late)", f"{fig.stale_409} / {fig.other_409}"),
+        ("results accepted, answered after the lease", fig.late_accepted),
+        ("progress refused 409", fig.progress_409),
+        ("pauses holding a task -> their result's answer", f"{fig.pauses} -> {fig.pause_outcomes}"),
+        (
+            "event lines / torn lines / replay mismatches",
+            f"{fig.event_lines} / {fig.torn_lines} / {fig.replay_mismatches}",
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    out = [f"{name:<{width}}  {value}" for name, value in rows]
+    for name in ("lost", "stuck", "unexpected", "unexplained_duplicates", "overwritten"):
+        if getattr(fig, name):
+            out.append(f"  first {name}: {getattr(fig, name)[:10]}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="Check a chaos run's directory.")
+    p.add_argument("run_dir", type=Path)
+    a = p.parse_args()
+    fig = check(a.run_dir)
+    print(render(fig))
+    failures = fig.failures()
+    print("FAIL: " + ", ".join(failures) if failures else "PASS")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
