@@ -24,6 +24,9 @@ class _ExtensionFields(serializers.Serializer):
     idempotencyKey = serializers.CharField(required=False)
     cancelRequested = serializers.BooleanField(required=False)
     lastError = serializers.JSONField(required=False, allow_null=True)
+    leaseSeconds = serializers.IntegerField(
+        required=False, help_text="The claim's lease length; progress extends the lease by it."
+    )
 
 
 class TaskStatusSerializer(_ExtensionFields):
