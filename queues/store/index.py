@@ -32,7 +32,7 @@ class PendingIndex:
         self._mtime = -1
 
     def refresh(self) -> None:
-        if self._sub is not None:
+        if self._sub is not None and self._sub.listening:
             overflowed, names = self._sub.drain()
             if not overflowed:
                 for name, present in names.items():
@@ -47,7 +47,7 @@ class PendingIndex:
                         # event can arrive after that and before the "moved in" one.
                         del self.entries[task_id]
                 return
-        else:
+        else:  # no inotify, or no more (the directory went, or this is a forked child)
             mtime = os.stat(self._fd).st_mtime_ns
             if mtime == self._mtime:
                 return

@@ -18,7 +18,7 @@ from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .results import ANY, PostResult, QueueStats, TaskPage, _Any
 from .settings import QueueSettings, StoreConfig
-from .waiting import watcher
+from .waiting import ENTRIES, watcher
 
 
 def now_ms(now: int | None) -> int:
@@ -271,17 +271,17 @@ class QueueStore:
     ) -> Task:
         """Return as soon as the task's updatedAt differs from `since`, or when the wait ends."""
         qd = self.dirs(host, queue)
-        w = watcher()
-        for directory in paths.STATE_DIRS:
-            w.watch(qd.proc_path(directory))
+        # Every change of state renames the task's file into one of its queue's state dirs.
+        dirs = [qd.proc_path(directory) for directory in paths.STATE_DIRS]
+        channel = watcher().channel(dirs, ENTRIES)
         deadline = time.monotonic() + wait_seconds
         while True:
-            generation = w.generation
+            generation = channel.generation
             task = self.read(host, queue, task_id)
             remaining = deadline - time.monotonic()
             if task.updated_at != since or remaining <= 0:
                 return task
-            w.wait(generation, remaining)
+            channel.wait(generation, remaining)
 
     def stats(self, host: str, queue: str, *, now: int | None = None) -> QueueStats:
         """Counts from listings and the pending index; no record is read twice."""

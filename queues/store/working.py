@@ -13,7 +13,7 @@ from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
 from .settings import QueueSettings
-from .waiting import watcher
+from .waiting import ENTRIES, watcher
 
 if TYPE_CHECKING:
     from .store import QueueStore
@@ -170,10 +170,11 @@ def wait_claim(
 ) -> list[Task]:
     """Claim, blocking up to `wait_seconds`; wakes as soon as any process posts to the queue."""
     deadline = time.monotonic() + max(0.0, float(wait_seconds))
-    w = watcher()
     qd = self.dirs(host, queue, create=True)
+    # Only this queue's pending/ wakes it: posts, retries and requeues all land there.
+    channel = watcher().channel([qd.proc_path("pending")], ENTRIES)
     while True:
-        generation = w.generation
+        generation = channel.generation
         tasks = self.claim(
             host,
             queue,
@@ -189,7 +190,7 @@ def wait_claim(
             due = self.index(qd).next_due()
         if due is not None:  # a delayed task becomes claimable before anything is posted
             remaining = min(remaining, max(0.001, due / 1000 - time.time()))
-        w.wait(generation, remaining)
+        channel.wait(generation, remaining)
 
 
 def _held(task: Task, worker: str, attempt: int) -> None:

@@ -15,7 +15,7 @@ def test_a_name_is_where_its_last_event_left_it(tmp_path):
     w = watcher()
     sub = w.subscribe(str(tmp_path))
     assert sub is not None
-    wd = next(wd for wd, group in w._subs.items() if sub in group)
+    wd = next(wd for wd, group in w._channels.items() if sub in group)
     sub.drain()  # the first drain is the full listing
     events = [
         ("a.json", IN_MOVED_TO),
@@ -25,7 +25,7 @@ def test_a_name_is_where_its_last_event_left_it(tmp_path):
         ("c.json", IN_CREATE),
         ("d.json", IN_DELETE),
     ]
-    with w.cond:
+    with w.lock:
         for name, mask in events:
             w._dispatch(wd, mask, name)
     present = {"a.json": False, "b.json": True, "c.json": True, "d.json": False}
@@ -89,7 +89,7 @@ def test_a_late_moved_out_event_does_not_drop_a_task_this_process_put_back(h):
     # Deliver the stale event by hand, last, as the watcher thread may when it runs late.
     w = watcher()
     sub = h.store._indexes[(HOST, QUEUE)]._sub
-    wd = next(wd for wd, group in w._subs.items() if sub in group)
-    with w.cond:
+    wd = next(wd for wd, group in w._channels.items() if sub in group)
+    with w.lock:
         w._dispatch(wd, IN_MOVED_FROM, f"{task.id}.json")
     assert h.claim(now=T0 + 4).id == task.id
