@@ -10,12 +10,14 @@ Definitions (quality.md "chaos", reliability.md T4):
   created its task; its key was logged as an `intent`, and the task's `idempotencyKey` names it.
   So a task is unexpected when its key was never intended, or when another task already holds
   its key (two tasks for one key: idempotency broken), or when its key was acked with another id.
-- executions: the claims of a task, from E's `claimed` lines, and the claims the workers logged
-  (a claim line can be lost to a kill between the state write and the log append).
-- a duplicate is every claim after a task's first. It is explained when E holds a `requeue` (or
-  `retried`) line for the task with `attempts` equal to the previous attempt, no later than the
-  claim. (Lines from two processes can land in the log in either order when a claim follows a
-  requeue within a millisecond; the requeue's `at` is its sweep's start, so time orders them.)
+- executions: the claims of a task. The server numbers them (`attempts`), so a task with final
+  attempt n was claimed n times, even when a claim's line in E was lost to a kill between the
+  state write and the log append (the workers' own claim lines are counted beside).
+- a duplicate is every claim after a task's first. Claim k is explained when E holds a `requeue`
+  (or `retried`) line for the task with `attempts` k-1 (the one that ended attempt k-1), no later
+  than the claim. (Lines from two processes can land in the log in either order when a claim
+  follows a requeue within a millisecond; the requeue's `at` is its sweep's start, so time
+  orders them.)
 - overwritten: more than one `result` line for a task, more than one result a worker saw
   accepted, or a final result whose attempt is not the task's last attempt.
 """
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import itertools
 import json
 import os
 import sys
@@ -84,6 +85,7 @@ class Figures:
     acked: int = 0
     gave_up: int = 0
     post_retries: int = 0
+    retried_acks: int = 0
     replayed_acks: int = 0
     tasks_in_store: int = 0
     lost: list[str] = field(default_factory=list)
@@ -92,6 +94,7 @@ class Figures:
     landed_without_ack: int = 0
     claims: int = 0
     claims_only_in_worker_logs: int = 0
+    claims_unlogged: int = 0
     explained_duplicates: int = 0
     unexplained_duplicates: list[str] = field(default_factory=list)
     redelivery_rate: float = 0.0
@@ -132,7 +135,8 @@ def check(run_dir: Path) -> Figures:
                 if acks.setdefault(line["key"], line["id"]) != line["id"]:
                     conflicts.append(line["key"])
                 fig.post_retries += line["tries"] - 1
-                fig.replayed_acks += line["tries"] > 1
+                fig.retried_acks += line["tries"] > 1
+                fig.replayed_acks += line.get("s") == 200
             elif line["e"] == "gaveup":
                 fig.gave_up += 1
     fig.tasks_intended, fig.acked = len(intents), len(acks)
@@ -194,19 +198,23 @@ def check(run_dir: Path) -> Figures:
                         fig.other_409 += 1
 
     claimed_ids = set()
-    for tid in set(events) | set(worker_claims):
+    for tid in set(events) | set(worker_claims) | set(tasks):
         lines = events.get(tid, [])
         claims = {ln["attempts"]: ln for ln in lines if ln["event"] == "claimed"}
-        only_workers = worker_claims.get(tid, set()) - set(claims)
-        fig.claims_only_in_worker_logs += len(only_workers)
-        attempts = sorted(set(claims) | only_workers)
-        if attempts:
+        seen = set(claims) | worker_claims.get(tid, set())
+        fig.claims_only_in_worker_logs += len(seen - set(claims))
+        # The attempt counter is the server's count of claims: an attempt number that no line
+        # shows was still a claim (its line and its answer both lost to kills).
+        last = max([*seen, int(tasks.get(tid, {}).get("attempts", 0))], default=0)
+        fig.claims_unlogged += last - len(seen)
+        if last:
             claimed_ids.add(tid)
-        fig.claims += len(attempts)
-        for prev, this in itertools.pairwise(attempts):
+        fig.claims += last
+        for this in range(2, last + 1):
+            # the requeue that ended attempt this-1, no later than claim `this`
             at = claims[this]["at"] if this in claims else "~"
             if any(
-                ln["event"] in EXPLAINS and ln["attempts"] == prev and ln["at"] <= at
+                ln["event"] in EXPLAINS and ln["attempts"] == this - 1 and ln["at"] <= at
                 for ln in lines
             ):
                 fig.explained_duplicates += 1
@@ -245,7 +253,10 @@ def render(fig: Figures) -> str:
 
     rows = [
         ("tasks intended / acked / gave up", f"{fig.tasks_intended} / {fig.acked} / {fig.gave_up}"),
-        ("post retries (acks after a retry)", f"{fig.post_retries} ({fig.replayed_acks})"),
+        (
+            "post retries / acks after a retry / of them replays",
+            f"{fig.post_retries} / {fig.retried_acks} / {fig.replayed_acks}",
+        ),
         (
             "tasks in store / failed / extra copies",
             f"{fig.tasks_in_store} / {fig.failed_tasks} / {fig.extra_copies}",
@@ -255,8 +266,8 @@ def render(fig: Figures) -> str:
         ("UNEXPECTED (terminal, unexplained by any post)", n(fig.unexpected)),
         ("landed without ack (explained by its intent)", fig.landed_without_ack),
         (
-            "claims (of them only in worker logs)",
-            f"{fig.claims} ({fig.claims_only_in_worker_logs})",
+            "claims (only in worker logs / in no log)",
+            f"{fig.claims} ({fig.claims_only_in_worker_logs} / {fig.claims_unlogged})",
         ),
         ("explained duplicates", fig.explained_duplicates),
         ("UNEXPLAINED duplicates", n(fig.unexplained_duplicates)),

@@ -61,10 +61,13 @@ def run(
             try:
                 # client.post would retry a keyed post by itself; asking the wire directly
                 # (idempotent=False: no inner retry) lets this loop count every retry it makes.
-                _, _, task = client.request(
+                status, _, task = client.request(
                     "POST", TASKS_PATH, body=item, headers={"Idempotency-Key": key}
                 )
-                log.write(e="ack", p=name, key=key, id=task["id"], tries=tries, t=time.time())
+                # s=200: an idempotent replay, so an earlier try had landed and lost its answer
+                log.write(
+                    e="ack", p=name, key=key, id=task["id"], s=status, tries=tries, t=time.time()
+                )
                 break
             except (ApiError, OSError, http.client.HTTPException) as exc:
                 retry = not isinstance(exc, ApiError) or exc.status >= 500
