@@ -27,9 +27,9 @@ from queues.api.errors import exception_handler
 from queues.models import Role
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
-from queues.monitor.watch import log_watcher
 from queues.services import get_store
 from queues.store import paths
+from queues.store.waiting import APPENDS, watcher
 
 
 def keepalive_seconds() -> float:
@@ -118,12 +118,13 @@ class EventStreamView(APIView):
         position = start_position(request)
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
         tasks_dir.mkdir(parents=True, exist_ok=True)
-        watcher = log_watcher()
-        watcher.watch(tasks_dir)
+        # On the process's one inotify instance: this channel wakes on day-file appends, which
+        # waiting claims (on pending/ only) never see.
+        channel = watcher().channel([str(tasks_dir)], APPENDS)
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
         subscription = Subscription(host=ctx.host, queue=ctx.queue, task_id=task_id)
         release_database()
-        stream = event_stream(tail, watcher, subscription, keepalive=keepalive_seconds(),
+        stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
                               client_alive=socket_alive(request.META))  # fmt: skip
         response = StreamingHttpResponse(stream, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"

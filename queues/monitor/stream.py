@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import orjson
 
+from queues.store.waiting import Channel
+
 from .tail import LogTail, Position
-from .watch import LogWatcher
 
 # How often an idle stream checks that its client is still there (cheap: one recv peek).
 LIVENESS_SECONDS = 1.0
@@ -47,7 +48,7 @@ def frame(position: Position, event: str, line: bytes) -> bytes:
 
 def event_stream(
     tail: LogTail,
-    watcher: LogWatcher,
+    channel: Channel,
     subscription: Subscription,
     *,
     keepalive: float,
@@ -57,7 +58,7 @@ def event_stream(
     yield b"retry: %d\n: subscribed\n\n" % RETRY_MS  # headers and a first byte, at once
     last_write = time.monotonic()
     while True:
-        generation = watcher.generation  # read before the log, so no append is slept through
+        generation = channel.generation  # read before the log, so no append is slept through
         lines = tail.read()
         chunk = []
         for position, line in lines:
@@ -76,4 +77,4 @@ def event_stream(
             return
         if not lines:
             idle_for = max(keepalive - (time.monotonic() - last_write), 0.0)
-            watcher.wait(generation, min(LIVENESS_SECONDS, idle_for))
+            channel.wait(generation, min(LIVENESS_SECONDS, idle_for))

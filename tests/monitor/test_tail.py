@@ -8,7 +8,7 @@ import pytest
 
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
-from queues.monitor.watch import log_watcher
+from queues.store.waiting import APPENDS, watcher
 
 D1, D2, D3 = dt.date(2025, 7, 1), dt.date(2025, 7, 2), dt.date(2025, 7, 3)
 
@@ -82,10 +82,9 @@ def test_bad_positions_are_refused(text):
 def test_the_stream_wakes_on_an_append_and_filters(tmp_path):
     today = dt.datetime.now(dt.UTC).date()
     (tmp_path / "tasks").mkdir()
-    watcher = log_watcher()
-    watcher.watch(tmp_path / "tasks")
+    channel = watcher().channel([str(tmp_path / "tasks")], APPENDS)
     sub = Subscription(host="h.example", queue="q", task_id="b" * 16)
-    stream = event_stream(LogTail(tmp_path), watcher, sub, keepalive=30)
+    stream = event_stream(LogTail(tmp_path), channel, sub, keepalive=30)
     assert next(stream).startswith(b"retry:")
 
     def later():
@@ -106,6 +105,7 @@ def test_the_stream_wakes_on_an_append_and_filters(tmp_path):
 def test_an_idle_stream_sends_keep_alives(tmp_path):
     (tmp_path / "tasks").mkdir()
     sub = Subscription(host="h.example", queue="q")
-    stream = event_stream(LogTail(tmp_path), log_watcher(), sub, keepalive=0.1)
+    channel = watcher().channel([str(tmp_path / "tasks")], APPENDS)
+    stream = event_stream(LogTail(tmp_path), channel, sub, keepalive=0.1)
     next(stream)
     assert next(stream) == b": keep-alive\n\n"

@@ -11,11 +11,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
+from queues.store.waiting import APPENDS, Channel, watcher
 from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
 from tasklogs.progress import ProgressBar
-from tasklogs.watch import DirectoryWatch
 
 SAFETY_WAKE_SECONDS = 30.0  # even with inotify, look again now and then (a missed event, NFS)
+POLL_SECONDS = 1.0  # without inotify: a few stat calls a second cost nothing
 BAR_FROM_BYTES = 4 << 20  # smaller runs finish before a bar would be worth drawing
 
 
@@ -35,10 +36,12 @@ class Command(BaseCommand):
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
         # Watch before the first run, so a line appended while it runs still wakes the next.
-        watch = DirectoryWatch(source) if follow else None
+        # The store's watcher: this process's one inotify instance, whoever else uses it.
+        channel = watcher().channel([str(source)], APPENDS) if follow else None
+        generation = channel.generation if channel else 0
         self._run_once(source)
-        if watch:
-            self._follow(source, watch)
+        if channel:
+            self._follow(source, channel, generation)
 
     def _run_once(self, source: Path) -> IngestReport:
         started = time.monotonic()
@@ -62,13 +65,12 @@ class Command(BaseCommand):
         total = pending_bytes(source)
         return ProgressBar(total, sys.stderr) if total >= BAR_FROM_BYTES else None
 
-    def _follow(self, source: Path, watch: DirectoryWatch) -> None:
+    def _follow(self, source: Path, channel: Channel, generation: int) -> None:
         try:
             while True:
-                watch.wait(SAFETY_WAKE_SECONDS)
+                channel.wait(generation, SAFETY_WAKE_SECONDS, poll=POLL_SECONDS)
+                generation = channel.generation  # read before the run, so no append is missed
                 close_old_connections()  # a follower runs for days; drop a connection gone bad
                 self._run_once(source)
         except KeyboardInterrupt:
             pass
-        finally:
-            watch.close()
