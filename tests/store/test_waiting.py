@@ -1,0 +1,147 @@
+"""The shared watcher: one inotify instance per process, and each waiter woken only by its own
+directories (a waiting claim by its queue's pending/, an event stream by day-file appends)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from queues.store import QueueSettings
+from queues.store.waiting import APPENDS, ENTRIES, POLL_SECONDS, Channel, watcher
+
+from .conftest import HOST, QUEUE, SETTINGS, T0
+
+OTHER = "thumbs"  # a second queue on the same host
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _inotify_fds() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    return count
+
+
+def _moves(channel: Channel, generation: int, seconds: float = 2.0) -> bool:
+    channel.wait(generation, seconds)
+    return channel.generation != generation
+
+
+def _wait_claim_in_thread(h, queue: str, seconds: float) -> tuple[threading.Thread, list]:
+    got: list = []
+
+    def run() -> None:
+        tasks = h.store.wait_claim(HOST, queue, settings=SETTINGS, worker="w", wait_seconds=seconds)
+        got.append((time.time(), tasks))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, got
+
+
+def _post_from_another_process(h, queue: str) -> float:
+    """Post one task from a fresh interpreter; the wall-clock time its post returned."""
+    code = (
+        "import sys, time; from pathlib import Path\n"
+        "from queues.store import QueueSettings, QueueStore, StoreConfig\n"
+        "s = QueueStore(StoreConfig(items_dir=Path(sys.argv[1]), logs_dir=Path(sys.argv[2]),"
+        " fsync=False))\n"
+        "s.post(sys.argv[3], sys.argv[4], {'n': 1}, settings=QueueSettings(), posted_by='x')\n"
+        "print(time.time())\n"
+    )
+    args = [str(h.config.items_dir), str(h.config.logs_dir), HOST, queue]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, check=True, text=True
+    )
+    return float(out.stdout)
+
+
+def test_one_inotify_instance_serves_claims_streams_and_indexes(h):
+    h.post(now=T0)
+    h.claim(now=T0 + 1)  # builds the pending index, subscribed to pending/
+    thread, _ = _wait_claim_in_thread(h, QUEUE, 1.0)  # a waiting claim, blocked now
+    day_dir = h.config.logs_dir / "tasks"
+    stream = watcher().channel([str(day_dir)], APPENDS)  # what an event stream waits on
+    reader = threading.Thread(target=stream.wait, args=(stream.generation, 1.0), daemon=True)
+    reader.start()
+    time.sleep(0.1)
+    assert thread.is_alive() and reader.is_alive()
+    assert stream.listening and h.store._indexes[(HOST, QUEUE)]._sub is not None
+    assert _inotify_fds() == 1
+    thread.join()
+    reader.join()
+
+
+def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_its_own(h):
+    h.store.dirs(HOST, OTHER, create=True)
+    calls = []
+    claim = h.store.claim
+    h.store.claim = lambda *a, **kw: calls.append(1) or claim(*a, **kw)
+    thread, got = _wait_claim_in_thread(h, QUEUE, 10.0)
+    time.sleep(0.1)
+    assert len(calls) == 1  # the first look found nothing; now it sleeps
+    # Posts to another queue (each also appends to the event log) and appends of its own.
+    log = watcher().channel([str(h.config.logs_dir / "tasks")], APPENDS)
+    for n in range(5):
+        seen = log.generation
+        h.store.post(HOST, OTHER, {"n": n}, settings=QueueSettings(), posted_by="a")
+        assert _moves(log, seen)  # the events were read, and handed to the log's channel only
+    time.sleep(0.1)
+    assert len(calls) == 1 and thread.is_alive()
+    posted_at = _post_from_another_process(h, QUEUE)
+    thread.join(2.0)
+    woke_at, tasks = got[0]
+    assert len(tasks) == 1 and len(calls) == 2
+    assert woke_at - posted_at < 0.1  # woken by inotify at once, not by a poll or the timeout
+
+
+def test_a_queue_channel_does_not_move_for_another_queue_or_the_log(h):
+    a = h.store.dirs(HOST, QUEUE, create=True)
+    b = h.store.dirs(HOST, OTHER, create=True)
+    channel_a = watcher().channel([a.proc_path("pending")], ENTRIES)
+    channel_b = watcher().channel([b.proc_path("pending")], ENTRIES)
+    log = watcher().channel([str(h.config.logs_dir / "tasks")], APPENDS)
+    before_a, before_b, before_log = channel_a.generation, channel_b.generation, log.generation
+    h.store.post(HOST, OTHER, {"n": 1}, settings=QueueSettings(), posted_by="a")
+    assert _moves(channel_b, before_b) and _moves(log, before_log)
+    time.sleep(0.05)
+    assert channel_a.generation == before_a
+    h.post(now=T0)
+    assert _moves(channel_a, before_a)
+
+
+def test_the_log_channel_wakes_on_an_append_to_an_existing_day_file(tmp_path):
+    day_file = tmp_path / "2025-07-01.jsonl"
+    day_file.write_bytes(b'{"n":1}\n')
+    appends = watcher().channel([str(tmp_path)], APPENDS)
+    # A second caller on the same directory with another mask: without IN_MASK_ADD its watch
+    # would replace the first one's mask, and appends would stop waking the first channel.
+    entries = watcher().channel([str(tmp_path)], ENTRIES)
+    before, entries_before = appends.generation, entries.generation
+    threading.Timer(0.05, lambda: day_file.open("ab").write(b'{"n":2}\n')).start()
+    started = time.monotonic()
+    assert _moves(appends, before)
+    assert time.monotonic() - started < 1.0
+    assert entries.generation == entries_before  # an append is no entry coming or going
+    (tmp_path / "2025-07-02.jsonl").write_bytes(b"")
+    assert _moves(entries, entries_before)
+
+
+def test_without_inotify_a_channel_polls_cheaply():
+    channel = Channel(threading.Lock(), ENTRIES, watched=False)
+    started = time.monotonic()
+    channel.wait(channel.generation, 10.0)
+    assert time.monotonic() - started < POLL_SECONDS + 0.5
+    assert not channel.listening
+
+
+def test_a_directory_that_cannot_be_watched_gives_a_polling_channel(tmp_path):
+    channel = watcher().channel([str(tmp_path / "missing")], ENTRIES)
+    assert not channel.listening
+    assert watcher().subscribe(str(tmp_path / "missing")) is None
