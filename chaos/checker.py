@@ -177,17 +177,19 @@ def check(run_dir: Path) -> Figures:
     # the workers' logs: claims and the answers to their results
     worker_claims: dict[str, set[int]] = collections.defaultdict(set)
     accepted: dict[str, list[tuple[str, int]]] = collections.defaultdict(list)
-    answers: dict[tuple[str, str], str] = {}
+    answers: dict[tuple[str, str, int], str] = {}  # the first answer to each attempt's result
+    claimed_at: dict[tuple[str, str], list[tuple[float, int]]] = collections.defaultdict(list)
     for path in sorted((run_dir / "workers").glob("*.jsonl")):
         lines, torn = read_jsonl(path)
         fig.torn_lines += torn
         for line in lines:
             if line["e"] == "claim":
                 worker_claims[line["id"]].add(line["a"])
+                claimed_at[(line["w"], line["id"])].append((line["t"], line["a"]))
             elif line["e"] == "progress" and line["s"] == "lease_lost":
                 fig.progress_409 += 1
             elif line["e"] == "result":
-                answers[(line["w"], line["id"])] = line["s"]
+                answers.setdefault((line["w"], line["id"], line["a"]), line["s"])
                 if line["s"] == "ok":
                     accepted[line["id"]].append((line["w"], line["a"]))
                     fig.late_accepted += bool(line["late"])
@@ -239,10 +241,21 @@ def check(run_dir: Path) -> Figures:
     nemesis = run_dir / "nemesis.jsonl"
     if nemesis.exists():
         outcomes: collections.Counter[str] = collections.Counter()
+        paused_at: dict[tuple[str, str], float] = {}
         for line in read_jsonl(nemesis)[0]:
             if line["op"] == "pause":
+                paused_at[(line["worker"], line["task"])] = line["t"]
+            if line["op"] == "resume":
                 fig.pauses += 1
-                outcomes[answers.get((line["worker"], line["task"]), "unreported")] += 1
+                # the attempt it held: its last claim of the task before the pause (the same
+                # worker may claim the task again after the resume)
+                key = (line["worker"], line["task"])
+                held = [a for t, a in claimed_at.get(key, []) if t <= paused_at.get(key, 0)]
+                answer = answers.get((*key, max(held, default=0)), "unreported")
+                outcomes[answer] += 1
+                if answer == "ok" and line.get("requeued"):
+                    # taken back by the sweep before the resume, yet its result was accepted
+                    fig.overwritten.append(line["task"])
         fig.pause_outcomes = dict(outcomes)
     return fig
 

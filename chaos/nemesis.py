@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .server import ROOT, Server, kill_group
+from .server import HOST, QUEUE, ROOT, Server, kill_group
 
 RECENT_START_SECONDS = 1.0  # a worker just started or resumed is left to report first
 
@@ -32,7 +32,8 @@ class Slot:
     proc: subprocess.Popen[bytes] | None = None
     name: str = ""
     started: float = 0.0
-    paused_until: float | None = None  # monotonic time of its SIGCONT
+    paused_until: float | None = None  # monotonic time of its SIGCONT, at the soonest
+    pause_deadline: float = 0.0  # ... and at the latest
     paused_task: str = ""
 
     @property
@@ -141,8 +142,14 @@ class Nemesis:
         now = time.monotonic()
         for slot in self.fleet.slots:
             if slot.paused_until is not None and now >= slot.paused_until:
+                # Resume once the sweep has taken the task back (or at the deadline): a late
+                # result is refused only when someone else holds the attempt, and a sweep
+                # restarting after a kill may take seconds; the store says when it has.
+                requeued = not self._holds(slot)
+                if not requeued and now < slot.pause_deadline:
+                    continue
                 kill_group(slot.proc, signal.SIGCONT)
-                self.note(op="resume", worker=slot.name, task=slot.paused_task)
+                self.note(op="resume", worker=slot.name, task=slot.paused_task, requeued=requeued)
                 slot.paused_until, slot.started = None, now
             elif slot.proc is not None and slot.proc.poll() is not None:
                 self.note(op="died", worker=slot.name, rc=slot.proc.returncode)
@@ -156,6 +163,15 @@ class Nemesis:
             raise RuntimeError("the gunicorn master died: the nemesis never kills it")
 
     # -- the operations -----------------------------------------------------------------------
+
+    def _holds(self, slot: Slot) -> bool:
+        """Does the store still show the paused worker's lease on its task?"""
+        path = self.server.items / HOST / QUEUE / "processing" / f"{slot.paused_task}.json"
+        try:
+            lease = json.loads(path.read_bytes()).get("lease") or {}
+        except (OSError, ValueError):
+            return False
+        return bool(lease.get("worker") == slot.name)
 
     def _runnable(self) -> list[Slot]:
         now = time.monotonic()
@@ -188,7 +204,8 @@ class Nemesis:
             kill_group(slot.proc, signal.SIGSTOP)
             task = self.fleet.holding(slot)
             if task:
-                slot.paused_until = time.monotonic() + self.pause_seconds
+                slot.paused_until = time.monotonic() + self.fleet.lease + 0.5
+                slot.pause_deadline = time.monotonic() + self.pause_seconds
                 slot.paused_task = task
                 self.note(op="pause", worker=slot.name, task=task, seconds=self.pause_seconds)
                 return True

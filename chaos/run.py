@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--pause-seconds",
         type=float,
         default=None,
-        help="default: lease + 2.5 s, past the lease and a sweep",
+        help="longest pause (default lease + 10 s); a pause ends once the sweep has requeued",
     )
     p.add_argument("--backlog", type=int, default=300, help="producers hold back beyond it")
     p.add_argument("--web-workers", type=int, default=2)
@@ -77,7 +78,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if args.seed is None:
         args.seed = random.randrange(1 << 32)  # noqa: S311 (seeded, to replay a run; not security)
     if args.pause_seconds is None:
-        args.pause_seconds = args.lease + 2.5
+        args.pause_seconds = args.lease + 10.0
     return args
 
 
@@ -233,8 +234,17 @@ def main() -> None:
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
         sys.exit(run(args, args.dir))
-    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
-        sys.exit(run(args, Path(tmp)))
+    # A failed run's directory (logs, store, event log) is kept for the write-up.
+    tmp = Path(tempfile.mkdtemp(prefix="chaos-"))
+    code = 1
+    try:
+        code = run(args, tmp)
+    finally:
+        if code == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"run directory kept: {tmp}")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -63,8 +63,10 @@ def run(url: str, token: str, name: str, log_path: str, flag_path: str, lease: i
             continue
         held = time.monotonic()
         tid, attempt, item = task["id"], int(task["attempts"]), task.get("item") or {}
-        os.pwrite(flag, b"1" + tid.encode(), 0)
+        # the claim's line first: a worker stopped as soon as its flag says "holding" has
+        # already logged the claim the checker will look for
         log.write(e="claim", w=name, id=tid, a=attempt, t=time.time())
+        os.pwrite(flag, b"1" + tid.encode(), 0)
         work = float(item.get("work_ms", 0)) / 1000
         if item.get("progress"):
             time.sleep(work / 2)
