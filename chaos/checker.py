@@ -224,7 +224,7 @@ def check(run_dir: Path) -> Figures:
                 fig.unexplained_duplicates.append(f"{tid}@{this}")
         results = [ln for ln in lines if ln["event"] == "result"]
         final = tasks.get(tid, {})
-        body = final.get("result") if isinstance(final.get("result"), dict) else {}
+        body = final["result"] if isinstance(final.get("result"), dict) else {}
         if (
             len(results) > 1
             or len(accepted.get(tid, [])) > 1
@@ -249,9 +249,9 @@ def check(run_dir: Path) -> Figures:
                 fig.pauses += 1
                 # the attempt it held: its last claim of the task before the pause (the same
                 # worker may claim the task again after the resume)
-                key = (line["worker"], line["task"])
-                held = [a for t, a in claimed_at.get(key, []) if t <= paused_at.get(key, 0)]
-                answer = answers.get((*key, max(held, default=0)), "unreported")
+                who = (str(line["worker"]), str(line["task"]))
+                held = [a for t, a in claimed_at.get(who, []) if t <= paused_at.get(who, 0)]
+                answer = answers.get((*who, max(held, default=0)), "unreported")
                 outcomes[answer] += 1
                 if answer == "ok" and line.get("requeued"):
                     # taken back by the sweep before the resume, yet its result was accepted
