@@ -7,8 +7,9 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from queues.api import memo
 from queues.models import ApiToken
-from queues.tokens import find_token
+from queues.tokens import find_token, hash_token
 
 
 class BearerAuthentication(BaseAuthentication):
@@ -27,7 +28,7 @@ class BearerAuthentication(BaseAuthentication):
             token = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("The token is not valid.") from None
-        record = find_token(token)
+        record = _usable_token(token)
         if record is None:  # unknown, revoked, expired, or its user deactivated
             raise AuthenticationFailed("The token is not valid.")
         return record.user, record
@@ -35,3 +36,16 @@ class BearerAuthentication(BaseAuthentication):
     def authenticate_header(self, request: Any) -> str:
         # Its presence makes DRF answer 401 (not 403) when credentials are missing or wrong.
         return 'Bearer realm="api"'
+
+
+def _usable_token(token: str) -> ApiToken | None:
+    """find_token, memoized by the token's hash for queues.api.memo's bound; expiry is
+    checked on every request, so a memoized token still stops working when it expires."""
+    key = hash_token(token)
+    record = memo.tokens.get(key)
+    if record is not None:
+        return record if record.is_usable() else None
+    record = find_token(token)
+    if record is not None:
+        memo.tokens.put(key, record)
+    return record

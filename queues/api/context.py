@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDenied
 from rest_framework.request import Request
 
-from queues.access import roles_on
+from queues.access import User, roles_on
+from queues.api import memo
 from queues.models import Queue, Role
 from queues.store import InvalidName, Task, paths
 from queues.store.settings import QueueSettings
@@ -55,24 +56,47 @@ class QueueContext:
 def resolve(request: Request, host: str, queue: str) -> QueueContext:
     """The queue named by the URL and the caller's roles on it, or the uniform refusal."""
     user = request.user
-    try:
-        # Validate before the database sees the name: PostgreSQL refuses a NUL in a string.
-        paths.validate_host(host)
-        paths.validate_queue(queue)
-    except InvalidName:
-        found = None
-    else:
-        found = Queue.objects.select_related("host").filter(host__name=host, name=queue).first()
-    roles = roles_on(user, found) if found is not None else frozenset()
-    if found is None or not (roles or found.public_post):
+    found = _queue(host, queue)
+    roles = _roles(user, found[0]) if found is not None else frozenset()
+    if found is None or not (roles or found[1].public_post):
         if not user.is_authenticated:
             raise NotAuthenticated()
         raise NotFound()
     return QueueContext(
         host=host,
         queue=queue,
-        settings=found.to_settings(),
+        settings=found[1],
         roles=roles,
         caller=user.get_username() if user.is_authenticated else None,
         authenticated=bool(user.is_authenticated),
     )
+
+
+def _queue(host: str, queue: str) -> tuple[Queue, QueueSettings] | None:
+    """The queue's row and settings, memoized (queues.api.memo) only when it exists."""
+    found = memo.queues.get((host, queue))
+    if found is not None:
+        return found
+    try:
+        # Validate before the database sees the name: PostgreSQL refuses a NUL in a string.
+        paths.validate_host(host)
+        paths.validate_queue(queue)
+    except InvalidName:
+        return None
+    row = Queue.objects.select_related("host").filter(host__name=host, name=queue).first()
+    if row is None:
+        return None
+    found = (row, row.to_settings())
+    memo.queues.put((host, queue), found)
+    return found
+
+
+def _roles(user: User, queue: Queue) -> frozenset[str]:
+    if not user.is_authenticated:
+        return frozenset()
+    key = (user.pk, queue.pk)
+    found = memo.roles.get(key)
+    if found is None:
+        found = roles_on(user, queue)
+        memo.roles.put(key, found)
+    return found
