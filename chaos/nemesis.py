@@ -145,11 +145,17 @@ class Nemesis:
                 # Resume once the sweep has taken the task back (or at the deadline): a late
                 # result is refused only when someone else holds the attempt, and a sweep
                 # restarting after a kill may take seconds; the store says when it has.
-                requeued = not self._holds(slot)
-                if not requeued and now < slot.pause_deadline:
+                state = self._pause_state(slot)
+                if state == "held" and now < slot.pause_deadline:
                     continue
                 kill_group(slot.proc, signal.SIGCONT)
-                self.note(op="resume", worker=slot.name, task=slot.paused_task, requeued=requeued)
+                self.note(
+                    op="resume",
+                    worker=slot.name,
+                    task=slot.paused_task,
+                    state=state,
+                    requeued=state == "requeued",
+                )
                 slot.paused_until, slot.started = None, now
             elif slot.proc is not None and slot.proc.poll() is not None:
                 self.note(op="died", worker=slot.name, rc=slot.proc.returncode)
@@ -164,14 +170,19 @@ class Nemesis:
 
     # -- the operations -----------------------------------------------------------------------
 
-    def _holds(self, slot: Slot) -> bool:
-        """Does the store still show the paused worker's lease on its task?"""
-        path = self.server.items / HOST / QUEUE / "processing" / f"{slot.paused_task}.json"
-        try:
-            lease = json.loads(path.read_bytes()).get("lease") or {}
-        except (OSError, ValueError):
-            return False
-        return bool(lease.get("worker") == slot.name)
+    def _pause_state(self, slot: Slot) -> str:
+        """ "held": the store still shows the paused worker's lease; "finished": its result
+        landed before the stop (it was waiting for the answer); else "requeued"."""
+        base = self.server.items / HOST / QUEUE
+        for directory, field in (("processing", "lease"), ("done", "result")):
+            try:
+                record = json.loads((base / directory / f"{slot.paused_task}.json").read_bytes())
+            except (OSError, ValueError):
+                continue
+            mark = record.get(field) or {}
+            if isinstance(mark, dict) and slot.name in (mark.get("worker"), mark.get("by")):
+                return "held" if directory == "processing" else "finished"
+        return "requeued"
 
     def _runnable(self) -> list[Slot]:
         now = time.monotonic()
