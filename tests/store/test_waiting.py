@@ -99,7 +99,9 @@ def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_i
     woke_at, tasks = got[0]
     # woken again (the post's temporary name in pending/ may wake it once before the rename)
     assert len(tasks) == 1 and len(calls) >= 2
-    assert woke_at - posted_at < 0.1  # woken by inotify at once, not by a poll or the timeout
+    # Woken by inotify: milliseconds on an idle machine; the bound leaves room for a loaded one
+    # (a polling waiter would have shown as more calls above, and the timeout is 10 s).
+    assert woke_at - posted_at < 0.5
 
 
 def test_a_queue_channel_does_not_move_for_another_queue_or_the_log(h):
