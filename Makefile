@@ -56,6 +56,11 @@ bench: $(VENV)/.installed
 fuzz: $(VENV)/.installed
 	$(PY) fuzz/run.py $${FUZZ_SECONDS:-300}
 
+# The Jepsen-style run through gunicorn: 10,000 tasks, workers, the sweep and web workers killed
+# and paused; fails on any lost, stuck, unexpected or unexplained duplicate task.
+chaos: $(VENV)/.installed
+	$(PY) -m chaos.run $(CHAOS_ARGS)
+
 # bandit on our code, pip-audit on the installed dependencies.
 gates: $(VENV)/.installed
 	scripts/gates
