@@ -6,7 +6,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from queues.models import ApiToken, Host, Queue, QueueAccess
-from queues.tokens import issue_token
+from queues.tokens import issue_token, revoke_token
 
 
 class QueueInline(admin.TabularInline):
@@ -142,5 +142,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} token(s).")
+        # One save per token, not a bulk update: saves tell the API's memo to forget at once.
+        live = list(queryset.filter(revoked_at__isnull=True))
+        now = timezone.now()
+        for record in live:
+            revoke_token(record, now=now)
+        self.message_user(request, f"Revoked {len(live)} token(s).")

@@ -57,6 +57,9 @@ TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
 # A request body larger than this answers 413 before it is parsed: the largest maxItemBytes a
 # queue may have (16 MiB) plus room for the worker's envelope around a result.
 TASKHOSTER_MAX_BODY_BYTES = env.int("TASKHOSTER_MAX_BODY_BYTES", default=16 * 1024 * 1024 + 65536)
+# Each server process remembers a token, a queue's settings and a caller's roles this long
+# (queues/api/memo.py): the bound within which a revocation reaches every process. 0: off.
+TASKHOSTER_API_MEMO_SECONDS = env.float("TASKHOSTER_API_MEMO_SECONDS", default=2.0)
 # An idle event stream gets a comment line this often, so proxies do not close it.
 TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
 

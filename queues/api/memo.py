@@ -5,8 +5,9 @@ before any work: most of a claim's time. Entries live at most `TASKHOSTER_API_ME
 (default 2 s; 0 turns the memo off), so a revoked token, a deactivated user, a removed grant
 or a changed queue setting takes effect in every server process within that bound. In the
 process that saved the change it takes effect at once: any save or delete of a host, queue,
-grant, token, user or group membership empties this process's memo. A bulk `update()` sends
-no signal (the admin's "revoke" action is one), so only the bound holds for it.
+grant, token, user or group membership empties this process's memo (the admin's "revoke"
+action saves each token for that reason). A bulk `update()` sends no signal, so only the
+bound holds for it.
 
 A token's expiry is checked on every request against the memoized row, so it is exact. Only
 usable tokens and existing queues are memoized: a guessed token or queue name never is.
@@ -23,7 +24,6 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from queues.models import ApiToken, Host, Queue, QueueAccess
 
-DEFAULT_SECONDS = 2.0
 # Valid tokens and (user, queue) pairs are few; the cap only bounds a pathological process.
 MAX_ENTRIES = 10_000
 
@@ -42,7 +42,7 @@ class Memo:
         return entry[1]
 
     def put(self, key: Any, value: Any, *, now: float | None = None) -> None:
-        seconds = float(getattr(settings, "TASKHOSTER_API_MEMO_SECONDS", DEFAULT_SECONDS))
+        seconds = float(settings.TASKHOSTER_API_MEMO_SECONDS)
         if seconds <= 0:
             return
         with self._lock:

@@ -1,0 +1,80 @@
+"""The admin an operator who never read the code uses: every page opens, tokens show once."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from queues.models import ApiToken
+from queues.tokens import find_token, issue_token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client():
+    user = User.objects.create_superuser("root", password="a-long-admin-password")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("model", ["host", "queue", "queueaccess", "apitoken"])
+def test_every_admin_page_opens(admin_client, make_queue, model):
+    make_queue()
+    assert admin_client.get(f"/admin/queues/{model}/").status_code == 200
+    assert admin_client.get(f"/admin/queues/{model}/add/").status_code == 200
+
+
+def test_queue_form_groups_and_explains_the_settings(admin_client, make_queue):
+    queue = make_queue()
+    page = admin_client.get(f"/admin/queues/queue/{queue.pk}/change/").content.decode()
+    for heading in ("Time limits", "Retries", "Retention and history", "Limits and posting"):
+        assert heading in page
+    assert "A task that waits or runs longer than the queue timeout fails" in page
+    assert "A task older than this fails with error" in page  # the field's own help text
+
+
+def test_a_token_added_in_the_admin_is_shown_once_and_works(admin_client):
+    box = User.objects.create_user("box-1")
+    response = admin_client.post(
+        "/admin/queues/apitoken/add/", {"user": box.pk, "name": "worker"}, follow=True
+    )
+    text = response.content.decode()
+    token = text.split("The new token is ")[1].split(" ")[0]
+    assert find_token(token).user == box
+    again = admin_client.get("/admin/queues/apitoken/").content.decode()
+    assert token not in again
+    record = ApiToken.objects.get()
+    assert (
+        token
+        not in admin_client.get(f"/admin/queues/apitoken/{record.pk}/change/").content.decode()
+    )
+
+
+def test_the_revoke_action_stops_the_tokens(admin_client):
+    box = User.objects.create_user("box-1")
+    first, token = issue_token(box, "a")
+    issue_token(box, "b")
+    assert find_token(token) is not None
+    admin_client.post(
+        "/admin/queues/apitoken/",
+        {"action": "revoke", "_selected_action": [first.pk]},
+        follow=True,
+    )
+    assert find_token(token) is None
+    assert ApiToken.objects.filter(revoked_at__isnull=True).count() == 1
+
+
+def test_the_admin_refuses_a_lease_longer_than_the_queue_timeout(admin_client, make_queue):
+    queue = make_queue()
+    form = {
+        "host": queue.host.pk, "name": queue.name, "queue_seconds": 30, "lease_seconds": 60,
+        "retain_seconds": 3600, "retain_from": "finished", "max_retain_seconds": 604800,
+        "max_attempts": 0, "backoff_seconds": 5, "backoff_factor": 4, "backoff_cap_seconds": 300,
+        "max_item_bytes": 65536, "max_pending": 0,
+        "access-TOTAL_FORMS": 0, "access-INITIAL_FORMS": 0,
+    }  # fmt: skip
+    page = admin_client.post(f"/admin/queues/queue/{queue.pk}/change/", form).content.decode()
+    assert "outlives the queue timeout" in page
+    queue.refresh_from_db()
+    assert queue.lease_seconds == 60 and queue.queue_seconds == 86400
