@@ -110,7 +110,13 @@ class Client:
             body["lease"] = lease
         if max is not None:
             body["max"] = max
-        answer = self._call("POST", _queue_path(host, queue, "claim"), body=body, waits=wait)
+        status, headers, answer = self.request(
+            "POST", _queue_path(host, queue, "claim"), body=body, waits=wait
+        )
+        if status == 204 and wait and "retry-after" in headers:
+            # The server had too many claims waiting to let this one wait: come back later
+            # rather than asking again at once.
+            time.sleep(min(float(headers["retry-after"]), wait))
         if max is not None:
             return list(answer["tasks"]) if answer else []
         return answer or None

@@ -60,6 +60,12 @@ TASKHOSTER_MAX_BODY_BYTES = env.int("TASKHOSTER_MAX_BODY_BYTES", default=16 * 10
 # Each server process remembers a token, a queue's settings and a caller's roles this long
 # (queues/api/memo.py): the bound within which a revocation reaches every process. 0: off.
 TASKHOSTER_API_MEMO_SECONDS = env.float("TASKHOSTER_API_MEMO_SECONDS", default=2.0)
+# How many waiting claims and waiting reads one server process holds at once; past that they
+# answer at once, so threads stay free for other requests (queues/api/waiting.py). The default
+# leaves 8 of gunicorn's threads per process (TASKHOSTER_WEB_THREADS, gunicorn.conf.py).
+TASKHOSTER_MAX_WAITING = env.int(
+    "TASKHOSTER_MAX_WAITING", default=max(env.int("TASKHOSTER_WEB_THREADS", default=64) - 8, 1)
+)
 # An idle event stream gets a comment line this often, so proxies do not close it.
 TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
 

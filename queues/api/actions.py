@@ -6,6 +6,7 @@ the queue's settings. Reading a task to learn whose it is comes first where owne
 
 from typing import Any
 
+from queues.api import waiting
 from queues.api.context import QueueContext
 from queues.models import Role
 from queues.services import get_store
@@ -39,7 +40,11 @@ def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None 
     task = ctx.check_visible(store.read(ctx.host, ctx.queue, task_id))
     if wait > 0:
         since = task.updated_at if since is None else since
-        task = store.wait_for_change(ctx.host, ctx.queue, task_id, since=since, wait_seconds=wait)
+        with waiting.slot() as may_wait:
+            if may_wait:
+                task = store.wait_for_change(
+                    ctx.host, ctx.queue, task_id, since=since, wait_seconds=wait
+                )
     if task.status.terminal and task.fetched_at is None and ctx.stamps_fetch(task):
         task = store.fetch(ctx.host, ctx.queue, task_id)
     return task
@@ -76,7 +81,8 @@ def retry(ctx: QueueContext, task_id: str) -> Task:
 
 def claim(
     ctx: QueueContext, *, worker: str, wait: float, lease: int | None, max_tasks: int
-) -> list[Task]:
+) -> tuple[list[Task], bool]:
+    """The claimed tasks, and whether the process was too crowded to let this claim wait."""
     ctx.require(WORKER)
     store = get_store()
     options = {
@@ -85,9 +91,12 @@ def claim(
         "lease_seconds": lease,
         "max_tasks": max_tasks,
     }
-    if wait > 0:
-        return store.wait_claim(ctx.host, ctx.queue, wait_seconds=wait, **options)
-    return store.claim(ctx.host, ctx.queue, **options)
+    if wait <= 0:
+        return store.claim(ctx.host, ctx.queue, **options), False
+    with waiting.slot() as may_wait:
+        if may_wait:
+            return store.wait_claim(ctx.host, ctx.queue, wait_seconds=wait, **options), False
+    return store.claim(ctx.host, ctx.queue, **options), True
 
 
 def progress(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, progress: Any) -> Task:

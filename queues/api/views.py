@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from queues.api import actions, inputs
+from queues.api import actions, inputs, waiting
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
@@ -182,7 +182,7 @@ class ClaimView(APIView):
         ctx = resolve(request, host, queue)
         body = inputs.json_object(request)
         many = body.get("max") is not None
-        tasks = actions.claim(
+        tasks, crowded = actions.claim(
             ctx,
             worker=inputs.string(body, "worker"),
             wait=inputs.seconds(body, "wait", high=60),
@@ -190,7 +190,9 @@ class ClaimView(APIView):
             max_tasks=inputs.integer(body, "max", 1, low=1, high=100),
         )
         if not tasks:
-            return Response(status=204)
+            # A claim that could not wait (too many waiting here) says when to come back.
+            retry = {"Retry-After": str(waiting.CROWDED_RETRY_AFTER_SECONDS)} if crowded else None
+            return Response(status=204, headers=retry)
         records = [task.to_record() for task in tasks]
         return Response({"tasks": records} if many else records[0])
 

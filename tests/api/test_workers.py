@@ -262,3 +262,35 @@ def test_progress_extends_by_the_claims_own_lease(world):
     )
     stored = world.store.read(HOST, QUEUE, task.id)
     assert r.json()["lease"]["until"] - stored.updated_at == 5_000
+
+
+def test_a_claim_that_cannot_wait_answers_at_once_with_retry_after(world, settings):
+    """Past TASKHOSTER_MAX_WAITING waiting requests in a process, a waiting claim does not wait:
+    its thread stays free, and Retry-After tells the worker when to come back."""
+    from queues.api import waiting
+
+    settings.TASKHOSTER_MAX_WAITING = 1
+    with waiting.slot() as held:  # another request of this process is already waiting
+        assert held
+        started = time.monotonic()
+        r = claim(world, wait=5)
+        assert time.monotonic() - started < 2
+        assert r.status_code == 204 and r["Retry-After"] == "1"
+        task = world.post()
+        r = claim(world, wait=5)  # a task is there: claimed at once, no waiting needed
+        assert r.status_code == 200 and r.json()["id"] == task.id
+    r = claim(world, wait=0.2)  # the slot is free again: this one waits, then finds nothing
+    assert r.status_code == 204 and "Retry-After" not in r
+
+
+def test_a_waiting_read_that_cannot_wait_answers_at_once(world, settings):
+    from queues.api import waiting
+
+    settings.TASKHOSTER_MAX_WAITING = 1
+    task = world.post()
+    alice = world.client("alice")
+    with waiting.slot():
+        started = time.monotonic()
+        r = alice.get(f"{url(HOST, QUEUE)}/{task.id}", {"wait": 5, "since": task.updated_at})
+        assert time.monotonic() - started < 2
+    assert r.status_code == 200 and r.json()["status"] == "pending"

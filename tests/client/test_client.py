@@ -20,7 +20,7 @@ class Stub(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
         self.seen.append((self.command, self.path, dict(self.headers), body))
-        status, payload = self.answers.pop(0)
+        status, payload, *extra = self.answers.pop(0)
         if status == "drop":
             self.close_connection = True
             self.wfile.flush()
@@ -30,6 +30,8 @@ class Stub(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (extra[0] if extra else {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -89,3 +91,17 @@ def test_only_idempotent_calls_are_retried_after_a_dropped_connection(stub):
     with pytest.raises(OSError):
         Client(url).claim("h.example", "q", "w")
     assert len(handler.answers) == 1  # the claim was sent once, never repeated
+
+
+def test_a_crowded_servers_retry_after_is_honoured_before_claiming_again(stub):
+    import time
+
+    handler, url = stub
+    handler.answers = [(204, None, {"Retry-After": "1"}), (204, None)]
+    client = Client(url, "tok")
+    started = time.monotonic()
+    assert client.claim("h.example", "q", "box-1", wait=20) is None
+    assert time.monotonic() - started >= 0.9  # it waited as told, instead of asking again
+    started = time.monotonic()
+    assert client.claim("h.example", "q", "box-1", wait=20) is None
+    assert time.monotonic() - started < 0.9  # a plain 204 (the wait ran out) returns at once
