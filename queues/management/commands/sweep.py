@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from queues.services import queue_settings_for
-from queues.store import QueueStore, StoreConfig, sweep_all
+from queues.services import get_store, queue_settings_for
+from queues.store import sweep_all
 
 
 class Command(BaseCommand):
@@ -20,19 +18,16 @@ class Command(BaseCommand):
         parser.add_argument("--loop", action="store_true", help="keep sweeping")
         parser.add_argument("--interval", type=float, default=5.0, help="seconds between sweeps")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        store = QueueStore(StoreConfig(
-            items_dir=Path(settings.TASKHOSTER_ITEMS_DIR),
-            logs_dir=Path(settings.TASKHOSTER_LOGS_DIR),
-            fsync=getattr(settings, "TASKHOSTER_FSYNC", True),
-            log_retain_days=getattr(settings, "TASKHOSTER_LOG_RETAIN_DAYS", 21),
-        ))  # fmt: skip
+    def handle(self, *args: Any, loop: bool, interval: float, **options: Any) -> None:
+        if not interval > 0:
+            raise CommandError("--interval must be a number of seconds above 0.")
+        store = get_store()
         while True:
             report = sweep_all(store, queue_settings_for)
             counts = " ".join(f"{k}={v}" for k, v in report.counts().items())
             self.stdout.write("skipped: another sweep is running" if report.skipped else counts)
             for error in report.errors:
                 self.stderr.write(error)
-            if not options["loop"]:
+            if not loop:
                 return
-            time.sleep(options["interval"])
+            time.sleep(interval)
