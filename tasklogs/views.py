@@ -46,9 +46,11 @@ def payload(request: HttpRequest, host: str, queue: str, task_id: str, kind: str
     opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, host, queue, task_id, kind)
     if opened is None:
         raise Http404
+    # Inline, so the link's new tab shows the JSON: the browser treats application/json with
+    # nosniff as text, and the sandboxing CSP keeps it from running anything even if it did not.
     response = FileResponse(
         opened,
-        as_attachment=True,
+        as_attachment=False,
         filename=f"{task_id}-{FILES[kind]}",
         content_type="application/json; charset=utf-8",
     )

@@ -154,3 +154,15 @@ def test_user_content_is_escaped(resize):
 )
 def test_bad_or_unknown_task_ids_are_404(resize, path):
     assert client_for("olga", is_staff=True).get(path).status_code == 404
+
+
+def test_times_are_shown_to_the_millisecond_in_utc():
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from queues.templatetags.console import from_ms, utc_ms
+
+    moment = datetime(2026, 7, 26, 11, 6, 52, 4000, tzinfo=timezone(timedelta(hours=2)))
+    assert utc_ms(moment) == "2026-07-26 09:06:52.004Z"
+    assert from_ms(int(moment.timestamp() * 1000)) == "2026-07-26 09:06:52.004Z"
+    assert from_ms(None) == "" and utc_ms(None) == ""
+    assert utc_ms(datetime(2026, 1, 1, tzinfo=UTC)) == "2026-01-01 00:00:00.000Z"

@@ -19,5 +19,13 @@ def from_ms(value: int | None) -> str:
     """A record's millisecond timestamp as UTC time; empty for null."""
     if not value:
         return ""
-    moment = datetime.fromtimestamp(value / 1000, tz=UTC)
+    return utc_ms(datetime.fromtimestamp(value / 1000, tz=UTC))
+
+
+@register.filter
+def utc_ms(moment: datetime | None) -> str:
+    """A moment in UTC to the millisecond (Django's date filter has no milliseconds)."""
+    if moment is None:
+        return ""
+    moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

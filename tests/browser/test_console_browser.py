@@ -1,5 +1,7 @@
 """An admin and an operator use the console in a real browser."""
 
+import json
+
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
@@ -72,3 +74,36 @@ def test_admin_creates_a_token_that_is_shown_once(page, live_server):
     assert find_token(token).user.username == "box-1"
     page.reload()
     assert token not in page.content()
+
+
+def test_operator_follows_a_task_to_its_log_timeline_and_opens_a_payload_in_a_new_tab(
+    page, live_server, shoot
+):
+    from django.core.management import call_command
+
+    from queues.services import save_queue
+
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    queue, _ = save_queue("task.example.com", "resize", archive_payloads=True)
+    task = get_store().post("task.example.com", "resize", {"url": "<script>x</script>"},
+                            settings=queue.to_settings(), posted_by="admin").task  # fmt: skip
+    call_command("ingest_tasklogs", verbosity=0)
+
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    expect(page.locator("main")).to_contain_text("task.example.com/resize")
+    page.goto(f"{live_server.url}/console/task.example.com/resize/{task.id}/")
+    page.click("text=Log timeline")
+    expect(page.locator("table.tasklogs-timeline")).to_contain_text("posted")
+    shoot(page, "timeline")
+
+    link = page.locator("a:has-text('item')").first
+    assert link.get_attribute("target") == "_blank"
+    assert link.get_attribute("rel") == "noopener"
+    # The payload opens in a new tab as raw JSON text: shown, escaped by being text, never run.
+    with page.context.expect_page() as opened:
+        link.click()
+    tab = opened.value
+    tab.wait_for_load_state()
+    assert json.loads(tab.locator("body").inner_text()) == {"url": "<script>x</script>"}
+    assert tab.url.endswith(f"/logs/task.example.com/resize/{task.id}/payloads/item")
+    shoot(tab, "payload-tab")

@@ -205,10 +205,10 @@ def test_the_payload_is_served_raw_and_inert(staff, archive: Path) -> None:
     assert response["Content-Type"] == "application/json; charset=utf-8"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
-    assert response["Content-Disposition"] == f'attachment; filename="{TASK}-item.json"'
+    assert response["Content-Disposition"] == f'inline; filename="{TASK}-item.json"'
     progress = staff.get(payload_url("progress"))
     assert b"".join(progress.streaming_content) == b'{"p":1}\n{"p":2}\n'
-    assert progress["Content-Disposition"] == f'attachment; filename="{TASK}-progress.jsonl"'
+    assert progress["Content-Disposition"] == f'inline; filename="{TASK}-progress.jsonl"'
 
 
 def test_payloads_follow_the_tenant_rule(operator, archive: Path) -> None:
