@@ -46,7 +46,7 @@ def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None 
                     ctx.host, ctx.queue, task_id, since=since, wait_seconds=wait
                 )
     if task.status.terminal and task.fetched_at is None and ctx.stamps_fetch(task):
-        task = store.fetch(ctx.host, ctx.queue, task_id)
+        task = store.fetch(ctx.host, ctx.queue, task_id, current=task)
     return task
 
 

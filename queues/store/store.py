@@ -161,9 +161,20 @@ class QueueStore:
         paths.validate_task_id(task_id)
         return copies.winner(self.dirs(host, queue), task_id).task
 
-    def fetch(self, host: str, queue: str, task_id: str, *, now: int | None = None) -> Task:
-        """The producer's read: the first read of a terminal result sets fetchedAt."""
-        task = self.read(host, queue, task_id)
+    def fetch(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        now: int | None = None,
+        current: Task | None = None,
+    ) -> Task:
+        """The producer's read: the first read of a terminal result sets fetchedAt.
+
+        `current`: the task as the caller has just read it, which spares a second read of
+        every copy; the stamp itself still re-reads the record under its lock."""
+        task = self.read(host, queue, task_id) if current is None else current
         if not task.status.terminal or task.fetched_at is not None:
             return task
         now = now_ms(now)
