@@ -284,7 +284,10 @@ class QueueStore:
         qd = self.dirs(host, queue)
         # Every change of state renames the task's file into one of its queue's state dirs.
         dirs = [qd.proc_path(directory) for directory in paths.STATE_DIRS]
-        channel = watcher().channel(dirs, ENTRIES)
+        # Only this task's own name: every other task's transition in the queue used to wake
+        # each waiting read into a read of all its copies.
+        name = paths.task_file(task_id)
+        channel = watcher().channel(dirs, ENTRIES, wanted=name.__eq__)
         deadline = time.monotonic() + wait_seconds
         while True:
             generation = channel.generation

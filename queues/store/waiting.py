@@ -16,13 +16,14 @@ import os
 import struct
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 IN_MODIFY, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x2, 0x40, 0x80, 0x100, 0x200
 IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR, IN_MASK_ADD = 0x4000, 0x8000, 0x01000000, 0x20000000
 ENTRIES = IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE  # names entering and leaving
 APPENDS = IN_MODIFY | IN_MOVED_TO | IN_CREATE  # the event log: lines appended, new day-files
+ARRIVALS = IN_MOVED_TO | IN_CREATE  # names entering a directory (a waiting claim needs no more)
 _HEADER = struct.Struct("iIII")
 POLL_SECONDS = 0.05  # the fallback's polling interval
 
@@ -34,8 +35,16 @@ class Channel:
     notifies only the channels an event is for: other waiters do not even wake to re-check.
     """
 
-    def __init__(self, lock: threading.Lock, mask: int, *, watched: bool) -> None:
+    def __init__(
+        self,
+        lock: threading.Lock,
+        mask: int,
+        *,
+        watched: bool,
+        wanted: Callable[[str], bool] | None = None,
+    ) -> None:
         self.mask = mask
+        self.wanted = wanted  # None: every name; else only names it accepts wake the channel
         self.generation = 0
         self.pid = os.getpid()
         self.watched = watched  # False: no inotify behind it (now or any more), so waiters poll
@@ -102,10 +111,17 @@ class Watcher:
         if self.available:
             threading.Thread(target=self._run, name="taskhoster-inotify", daemon=True).start()
 
-    def channel(self, dir_paths: Iterable[str], mask: int) -> Channel:
+    def channel(
+        self, dir_paths: Iterable[str], mask: int, *, wanted: Callable[[str], bool] | None = None
+    ) -> Channel:
         """A channel woken by `mask` events in any of the directories (named by path, or by
-        /proc/self/fd/N); it polls if any of them cannot be watched."""
-        return self._register(Channel(self.lock, mask, watched=self.available), dir_paths)
+        /proc/self/fd/N); it polls if any of them cannot be watched.
+
+        `wanted`: only events on names it accepts wake the channel (a waiting read wakes for
+        its own task's file, not for every task of the queue); a lost-events overflow and a
+        removed directory still wake it."""
+        channel = Channel(self.lock, mask, watched=self.available, wanted=wanted)
+        return self._register(channel, dir_paths)
 
     def subscribe(self, dir_path: str) -> Subscription | None:
         """The names changing in one directory, or None without inotify (list it instead)."""
@@ -147,7 +163,11 @@ class Watcher:
         elif mask & IN_IGNORED:  # the directory is gone; its watch id may be reused
             targets = list(self._channels.pop(wd, ()))
         else:  # the kernel delivers the union of masks; each channel takes only its own
-            targets = [c for c in self._channels.get(wd, ()) if c.mask & mask]
+            targets = [
+                c
+                for c in self._channels.get(wd, ())
+                if c.mask & mask and (c.wanted is None or c.wanted(name))
+            ]
         for channel in targets:
             channel.event(mask, name)
 

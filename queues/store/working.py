@@ -13,7 +13,7 @@ from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
 from .settings import QueueSettings
-from .waiting import ENTRIES, watcher
+from .waiting import ARRIVALS, watcher
 
 if TYPE_CHECKING:
     from .store import QueueStore
@@ -172,7 +172,9 @@ def wait_claim(
     deadline = time.monotonic() + max(0.0, float(wait_seconds))
     qd = self.dirs(host, queue, create=True)
     # Only this queue's pending/ wakes it: posts, retries and requeues all land there.
-    channel = watcher().channel([qd.proc_path("pending")], ENTRIES)
+    # Only a task file arriving can make a claim succeed: temp files and names leaving (other
+    # claims taking theirs) do not wake it, so a post wakes each waiting claim once, not thrice.
+    channel = watcher().channel([qd.proc_path("pending")], ARRIVALS, wanted=_task_name)
     while True:
         generation = channel.generation
         tasks = self.claim(
@@ -191,6 +193,10 @@ def wait_claim(
         if due is not None:  # a delayed task becomes claimable before anything is posted
             remaining = min(remaining, max(0.001, due / 1000 - time.time()))
         channel.wait(generation, remaining)
+
+
+def _task_name(name: str) -> bool:
+    return paths.task_id_of(name) is not None
 
 
 def _held(task: Task, worker: str, attempt: int) -> None:
