@@ -11,6 +11,7 @@ from typing import Any
 
 from . import copies, files, paths, posting, working
 from .archive import PayloadArchive
+from .clock import now_ms
 from .errors import CorruptRecord, InvalidRequest, NotCancellable, NotFound, NotRetryable
 from .eventlog import EventLog
 from .index import PendingIndex
@@ -19,11 +20,6 @@ from .records import State, Task, check_transition
 from .results import ANY, PostResult, QueueStats, TaskPage, _Any
 from .settings import QueueSettings, StoreConfig
 from .waiting import ENTRIES, watcher
-
-
-def now_ms(now: int | None) -> int:
-    """Time is a parameter; only at this edge does None mean the real clock."""
-    return int(time.time() * 1000) if now is None else now
 
 
 class QueueStore:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from . import copies, files, paths, posting
+from .clock import now_ms
 from .errors import CorruptRecord, StoreError
 from .paths import QueueDirs
 from .records import State, Task
@@ -253,8 +254,6 @@ def sweep_all(
     now: int | None = None,
 ) -> SweepReport:
     """Sweep every queue on disk that has settings; skipped if another sweep is running."""
-    from .store import now_ms
-
     now = now_ms(now)
     lock = os.open(
         paths.SWEEP_LOCK,

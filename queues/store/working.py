@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import copies, files, paths
+from .clock import now_ms
 from .errors import CorruptRecord, InvalidRequest, LeaseLost, StorageUnavailable
 from .paths import QueueDirs
 from .posting import check_size
@@ -58,8 +59,6 @@ def claim(
     now: int | None = None,
 ) -> list[Task]:
     """Claim up to `max_tasks` tasks, best first; [] when there is none or the queue is paused."""
-    from .store import now_ms
-
     now, lease_ms = now_ms(now), _lease_ms(settings, lease_seconds)
     _check_worker(worker)
     if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 100:
@@ -225,8 +224,6 @@ def progress(
     now: int | None = None,
 ) -> Task:
     """Record progress (optional) and extend the lease by the claim's lease length."""
-    from .store import now_ms
-
     now = now_ms(now)
     if lease_seconds is not None:
         _lease_ms(settings, lease_seconds)  # refuse a bad value before touching anything
@@ -272,8 +269,6 @@ def finish(
     result: Any,
     now: int | None = None,
 ) -> Task:
-    from .store import now_ms
-
     now = now_ms(now)
     check_size("result", result, settings)
     qd = self.dirs(host, queue)
@@ -312,8 +307,6 @@ def fail(
 ) -> Task:
     """Failed; with `retry` and budget left, back to pending after the backoff; with `cancelled`
     on a task whose cancel was requested, cancelled."""
-    from .store import now_ms
-
     now = now_ms(now)
     if result is not None:
         check_size("result", result, settings)
