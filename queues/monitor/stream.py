@@ -55,26 +55,29 @@ def event_stream(
     client_alive: Callable[[], bool] = lambda: True,
 ) -> Iterator[bytes]:
     """Yield SSE chunks until the client goes (a failed write closes this generator)."""
-    yield b"retry: %d\n: subscribed\n\n" % RETRY_MS  # headers and a first byte, at once
-    last_write = time.monotonic()
-    while True:
-        generation = channel.generation  # read before the log, so no append is slept through
-        lines = tail.read()
-        chunk = []
-        for position, line in lines:
-            event = subscription.matches(line)
-            if event is not None:
-                chunk.append(frame(position, str(event.get("event", "")), line))
-        now = time.monotonic()
-        if chunk:
-            yield b"".join(chunk)
-            last_write = now
-        elif now - last_write >= keepalive:
-            # A write is also how a vanished client is found when the socket cannot be peeked.
-            yield b": keep-alive\n\n"
-            last_write = now
-        if not client_alive():
-            return
-        if not lines:
-            idle_for = max(keepalive - (time.monotonic() - last_write), 0.0)
-            channel.wait(generation, min(LIVENESS_SECONDS, idle_for))
+    try:
+        yield b"retry: %d\n: subscribed\n\n" % RETRY_MS  # headers and a first byte, at once
+        last_write = time.monotonic()
+        while True:
+            generation = channel.generation  # read before the log, so no append is slept through
+            lines = tail.read()
+            chunk = []
+            for position, line in lines:
+                event = subscription.matches(line)
+                if event is not None:
+                    chunk.append(frame(position, str(event.get("event", "")), line))
+            now = time.monotonic()
+            if chunk:
+                yield b"".join(chunk)
+                last_write = now
+            elif now - last_write >= keepalive:
+                # A write is also how a vanished client is found when the socket cannot be peeked.
+                yield b": keep-alive\n\n"
+                last_write = now
+            if not client_alive():
+                return
+            if not lines:
+                idle_for = max(keepalive - (time.monotonic() - last_write), 0.0)
+                channel.wait(generation, min(LIVENESS_SECONDS, idle_for))
+    finally:
+        channel.close()  # its directory stops being watched once no stream needs it

@@ -113,38 +113,52 @@ def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
 
 
 def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
-    """Give the temp its final name only if that name is free (FileExistsError otherwise)."""
+    """Give the temp its final name only if that name is free (FileExistsError otherwise).
+
+    A no-replace rename rather than a link: the name then arrives as a rename, the one event a
+    waiting claim listens for (queues.store.waiting.ARRIVALS)."""
     try:
-        _call("link", os.link, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    finally:
+        rename_noreplace(dir_fd, temp, dir_fd, name)
+    except BaseException:
         discard(dir_fd, temp)
+        raise
     if fsync:
         _call("fsync_dir", os.fsync, dir_fd)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _renameat2 = getattr(_libc, "renameat2", None)
+_links = _renameat2 is None  # whether a no-replace rename has had to fall back to link()
 
 
-def rename_noreplace(src_fd: int, name: str, dst_fd: int) -> None:
-    """Move `name` between directories, never replacing an existing destination.
+def creates_by_link() -> bool:
+    """Whether this process has made task names by link(), which inotify reports as a create
+    rather than a rename (a file system without RENAME_NOREPLACE)."""
+    return _links
+
+
+def rename_noreplace(src_fd: int, name: str, dst_fd: int, new_name: str | None = None) -> None:
+    """Move `name` (to `new_name`, by default the same), never replacing an existing destination.
 
     A plain rename would silently overwrite a leased copy left behind by a crash. Raises
     FileNotFoundError when someone else moved the source first, FileExistsError when the
     destination exists.
     """
+    global _links
+    target = name if new_name is None else new_name
     try:
         FAULTS.step("rename")
     except OSError as exc:
         raise _storage(exc) from exc
     if _renameat2 is not None:
-        if _renameat2(src_fd, name.encode(), dst_fd, name.encode(), _RENAME_NOREPLACE) == 0:
+        if _renameat2(src_fd, name.encode(), dst_fd, target.encode(), _RENAME_NOREPLACE) == 0:
             return
         code = ctypes.get_errno()
         if code not in (errno.ENOSYS, errno.EINVAL):
             raise _storage(OSError(code, os.strerror(code), name))
+    _links = True
     try:  # the fallback: link fails with EEXIST, unlink of the source makes it a move
-        os.link(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+        os.link(name, target, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
         os.unlink(name, dir_fd=src_fd)
     except OSError as exc:
         raise _storage(exc) from exc

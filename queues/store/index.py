@@ -17,18 +17,18 @@ import orjson
 from . import files, paths
 from .errors import CorruptRecord
 from .records import State, Task, parse_record
-from .waiting import Subscription, Watcher
+from .waiting import ChangeLog, Subscription
 
 
 class PendingIndex:
-    def __init__(self, dir_fd: int, proc_path: str, watcher: Watcher) -> None:
+    def __init__(self, dir_fd: int, proc_path: str, changes: ChangeLog) -> None:
         self._fd = dir_fd
         # id -> (-priority, postedAt, availableAt, retrying): what the heaps are checked against
         self.entries: dict[str, tuple[int, int, int, bool]] = {}
         self._ready: list[tuple[int, int, str]] = []  # (-priority, postedAt, id)
         self._delayed: list[tuple[int, str]] = []  # (availableAt, id)
         self._taken: dict[str, tuple[int, int, int, bool]] = {}  # ids a claim is trying now
-        self._sub: Subscription | None = watcher.subscribe(proc_path)
+        self._sub: Subscription | None = changes.subscribe(proc_path)
         self._mtime = -1
 
     def refresh(self) -> None:

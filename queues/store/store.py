@@ -19,7 +19,7 @@ from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .results import ANY, PostResult, QueueStats, TaskPage, _Any
 from .settings import QueueSettings, StoreConfig
-from .waiting import ENTRIES, watcher
+from .waiting import arrivals, changes, watcher
 
 
 class QueueStore:
@@ -55,7 +55,7 @@ class QueueStore:
         idx = self._indexes.get(key)
         if idx is None:
             idx = self._indexes[key] = PendingIndex(
-                qd.fd("pending"), qd.proc_path("pending"), watcher()
+                qd.fd("pending"), qd.proc_path("pending"), changes()
             )
         idx.refresh()
         return idx
@@ -279,19 +279,23 @@ class QueueStore:
         """Return as soon as the task's updatedAt differs from `since`, or when the wait ends."""
         qd = self.dirs(host, queue)
         # Every change of state renames the task's file into one of its queue's state dirs.
+        # (A task deleted meanwhile, by retention, is answered when the wait ends: not found.)
         dirs = [qd.proc_path(directory) for directory in paths.STATE_DIRS]
         # Only this task's own name: every other task's transition in the queue used to wake
         # each waiting read into a read of all its copies.
         name = paths.task_file(task_id)
-        channel = watcher().channel(dirs, ENTRIES, wanted=name.__eq__)
         deadline = time.monotonic() + wait_seconds
-        while True:
-            generation = channel.generation
-            task = self.read(host, queue, task_id)
-            remaining = deadline - time.monotonic()
-            if task.updated_at != since or remaining <= 0:
-                return task
-            channel.wait(generation, remaining)
+        task = self.read(host, queue, task_id)
+        if task.updated_at != since or wait_seconds <= 0:
+            return task  # changed already: no watch needed
+        with watcher().channel(dirs, arrivals(), wanted=name.__eq__) as channel:
+            while True:
+                generation = channel.generation
+                task = self.read(host, queue, task_id)
+                remaining = deadline - time.monotonic()
+                if task.updated_at != since or remaining <= 0:
+                    return task
+                channel.wait(generation, remaining)
 
     def stats(self, host: str, queue: str, *, now: int | None = None) -> QueueStats:
         """Counts from listings and the pending index; no record is read twice."""

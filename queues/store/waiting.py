@@ -1,12 +1,22 @@
-"""One inotify instance and one reader thread per process, shared by everything that waits in it.
+"""inotify in a process: one threaded watcher for everything that waits, one read in place for
+the claim indexes.
 
-The kernel allows few inotify instances per user (128 here), so a process opens one, and one
-daemon thread reads it: waiting claims, waiting reads, the pending indexes, the monitor's event
-streams and the Task Logs follower all go through it. Each caller names the directories it cares
-about and the events it needs, and gets its own Channel, whose generation moves only on those: a
-waiting claim on one queue sleeps through posts to other queues and through every event-log
-append, while an event stream wakes on each append. Without inotify (or past the per-user watch
-limit), waiters poll cheaply and indexes fall back to directory mtimes.
+The kernel allows few inotify instances per user (128 here), so a process opens two at most:
+
+- The watcher (`watcher()`): one instance and one daemon reader thread, shared by waiting
+  claims, waiting reads, the monitor's event streams and the Task Logs follower. Each caller
+  names the directories and events it needs and gets its own Channel, whose generation moves
+  only on those. A directory is watched only while a channel on it is open, and only for the
+  events its channels asked for, because every event the thread reads costs the process's
+  request threads a hand-over of the GIL (measured: a create and a rename in a watched
+  directory took 2.5x as long). A waiting claim therefore asks for names moved in, which a
+  task file always is, not for the temp files created beside them.
+- The change log (`changes()`): one non-blocking instance with no thread. The pending indexes
+  subscribe to their directories on it and read what queued up when they are next used, so
+  posts and claims in other processes cost this process nothing until it claims.
+
+Without inotify (or past the per-user watch limit), waiters poll cheaply and indexes fall back
+to directory mtimes.
 """
 
 from __future__ import annotations
@@ -16,16 +26,57 @@ import os
 import struct
 import threading
 import weakref
-from collections.abc import Callable, Iterable
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
+
+from . import files
 
 IN_MODIFY, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x2, 0x40, 0x80, 0x100, 0x200
 IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR, IN_MASK_ADD = 0x4000, 0x8000, 0x01000000, 0x20000000
+IN_NONBLOCK = os.O_NONBLOCK
 ENTRIES = IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE  # names entering and leaving
 APPENDS = IN_MODIFY | IN_MOVED_TO | IN_CREATE  # the event log: lines appended, new day-files
-ARRIVALS = IN_MOVED_TO | IN_CREATE  # names entering a directory (a waiting claim needs no more)
+# A task file only ever arrives by a rename (queues.store.files: temp-then-rename, and the claim's
+# and a keyed post's no-replace renames), so names arriving are renames in; see arrivals().
+ARRIVALS = IN_MOVED_TO
 _HEADER = struct.Struct("iIII")
+
+
+def arrivals() -> int:
+    """The events of a task file arriving: renames in, and creates where the file system has no
+    RENAME_NOREPLACE and names are made by link() (creates of temp files would otherwise wake
+    the reader thread for nothing)."""
+    return ARRIVALS | (IN_CREATE if files.creates_by_link() else 0)
+
+
 POLL_SECONDS = 0.05  # the fallback's polling interval
+
+
+class _Inotify:
+    """One inotify instance: watches and raw event reads, nothing else."""
+
+    def __init__(self, flags: int) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        init = getattr(self._libc, "inotify_init1", None)
+        self.fd = int(init(os.O_CLOEXEC | flags)) if init is not None else -1
+        self.available = self.fd >= 0
+
+    def add_watch(self, dir_path: str, mask: int) -> int:
+        """The watch id, or -1 (not a directory any more, or the watch limit)."""
+        # IN_MASK_ADD: the kernel keeps one watch per directory and would otherwise replace
+        # another caller's mask with ours (the union is what both need).
+        flags = mask | IN_ONLYDIR | IN_MASK_ADD
+        return int(self._libc.inotify_add_watch(self.fd, os.fsencode(dir_path), flags))
+
+    def remove_watch(self, wd: int) -> None:
+        self._libc.inotify_rm_watch(self.fd, wd)  # -1 when the kernel dropped it already
+
+    def events(self, data: bytes) -> Iterator[tuple[int, int, str]]:
+        offset = 0
+        while offset < len(data):
+            wd, mask, _cookie, size = _HEADER.unpack_from(data, offset)
+            raw = data[offset + _HEADER.size : offset + _HEADER.size + size]
+            offset += _HEADER.size + size
+            yield wd, mask, raw.rstrip(b"\0").decode(errors="replace")
 
 
 class Channel:
@@ -33,6 +84,8 @@ class Channel:
 
     Channels share the watcher's lock but each has its own condition, so the reader thread
     notifies only the channels an event is for: other waiters do not even wake to re-check.
+    Close it (or use it as a context manager) when done, so its directories stop costing
+    events; one that is only dropped keeps its watches until the process ends.
     """
 
     def __init__(
@@ -49,6 +102,8 @@ class Channel:
         self.pid = os.getpid()
         self.watched = watched  # False: no inotify behind it (now or any more), so waiters poll
         self.cond = threading.Condition(lock)
+        self.watches: list[int] = []
+        self.owner: Watcher | None = None
 
     @property
     def listening(self) -> bool:
@@ -71,45 +126,30 @@ class Channel:
         self.generation += 1
         self.cond.notify_all()
 
+    def close(self) -> None:
+        if self.owner is not None:
+            self.owner.release(self)
 
-class Subscription(Channel):
-    """A channel on one directory that also keeps the names changed since the last drain, each
-    with whether its last event left it there (created, moved in) or took it away (deleted, moved
-    out): a name taken away needs no read to know it is gone (the pending index)."""
+    def __enter__(self) -> Channel:
+        return self
 
-    def __init__(self, lock: threading.Lock, *, watched: bool) -> None:
-        super().__init__(lock, ENTRIES, watched=watched)
-        self.names: dict[str, bool] = {}
-        self.overflowed = True  # the first drain lists the whole directory
-
-    def event(self, mask: int, name: str) -> None:
-        if mask & (IN_Q_OVERFLOW | IN_IGNORED):
-            self.overflowed = True
-        else:  # events come in order, so the last one says where the name is now
-            self.names[name] = not mask & (IN_MOVED_FROM | IN_DELETE)
-        super().event(mask, name)
-
-    def drain(self) -> tuple[bool, dict[str, bool]]:
-        with self.cond:
-            overflowed, names = self.overflowed, self.names
-            self.overflowed, self.names = False, {}
-        return overflowed, names
-
-
-_C = TypeVar("_C", bound=Channel)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Watcher:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.lock = threading.Lock()
+        self._inotify = _Inotify(0)
         self._channels: dict[int, weakref.WeakSet[Channel]] = {}  # watch id -> its channels
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        init = getattr(self._libc, "inotify_init1", None)
-        self.fd = int(init(os.O_CLOEXEC)) if init is not None else -1
-        self.available = self.fd >= 0
+        self.available = self._inotify.available
         if self.available:
             threading.Thread(target=self._run, name="taskhoster-inotify", daemon=True).start()
+
+    @property
+    def fd(self) -> int:
+        return self._inotify.fd
 
     def channel(
         self, dir_paths: Iterable[str], mask: int, *, wanted: Callable[[str], bool] | None = None
@@ -121,76 +161,188 @@ class Watcher:
         its own task's file, not for every task of the queue); a lost-events overflow and a
         removed directory still wake it."""
         channel = Channel(self.lock, mask, watched=self.available, wanted=wanted)
-        return self._register(channel, dir_paths)
-
-    def subscribe(self, dir_path: str) -> Subscription | None:
-        """The names changing in one directory, or None without inotify (list it instead)."""
-        sub = self._register(Subscription(self.lock, watched=self.available), [dir_path])
-        return sub if sub.watched else None
-
-    def _register(self, channel: _C, dir_paths: Iterable[str]) -> _C:
         if not self.available:
             return channel
+        channel.owner = self
         # Under the lock, so the reader cannot hand out an event (IN_IGNORED above all) for a
         # watch before the channel is in its set.
         with self.lock:
             for dir_path in dir_paths:
-                # IN_MASK_ADD: the kernel keeps one watch per directory and would otherwise
-                # replace another caller's mask with ours (the union is what both need).
-                mask = channel.mask | IN_ONLYDIR | IN_MASK_ADD
-                wd = int(self._libc.inotify_add_watch(self.fd, os.fsencode(dir_path), mask))
+                wd = self._inotify.add_watch(dir_path, mask)
                 if wd < 0:  # not a directory any more, or the watch limit: nothing is lost, late
                     channel.watched = False
                     continue
                 self._channels.setdefault(wd, weakref.WeakSet()).add(channel)
+                channel.watches.append(wd)
         return channel
+
+    def release(self, channel: Channel) -> None:
+        """Forget a closed channel; a directory no open channel needs stops being watched."""
+        with self.lock:
+            for wd in channel.watches:
+                group = self._channels.get(wd)
+                if group is None:
+                    continue
+                group.discard(channel)
+                if not group:
+                    del self._channels[wd]
+                    self._inotify.remove_watch(wd)
+            channel.watches = []
+            channel.owner = None
+
+    def watched_directories(self) -> int:
+        with self.lock:
+            return len(self._channels)
 
     def _run(self) -> None:
         while True:
             data = os.read(self.fd, 1 << 16)
-            offset = 0
             with self.lock:
-                while offset < len(data):
-                    wd, mask, _cookie, size = _HEADER.unpack_from(data, offset)
-                    raw = data[offset + _HEADER.size : offset + _HEADER.size + size]
-                    offset += _HEADER.size + size
-                    self._dispatch(wd, mask, raw.rstrip(b"\0").decode(errors="replace"))
+                for wd, mask, name in self._inotify.events(data):
+                    self._dispatch(wd, mask, name)
 
     def _dispatch(self, wd: int, mask: int, name: str) -> None:
         """Hand one event to the channels it is for; call with the lock held."""
-        if mask & IN_Q_OVERFLOW:  # events were lost: wake everyone, every index relists
+        if mask & IN_Q_OVERFLOW:  # events were lost: wake everyone
             targets = [c for group in self._channels.values() for c in group]
         elif mask & IN_IGNORED:  # the directory is gone; its watch id may be reused
             targets = list(self._channels.pop(wd, ()))
         else:  # the kernel delivers the union of masks; each channel takes only its own
+            group = self._channels.get(wd)
+            if group is not None and not group:  # its channels were dropped without a close
+                del self._channels[wd]
+                self._inotify.remove_watch(wd)
             targets = [
-                c
-                for c in self._channels.get(wd, ())
-                if c.mask & mask and (c.wanted is None or c.wanted(name))
+                c for c in group or () if c.mask & mask and (c.wanted is None or c.wanted(name))
             ]
         for channel in targets:
             channel.event(mask, name)
 
 
+class Subscription:
+    """The names changed in one directory since the last drain, each with whether its last
+    event left it there (created, moved in) or took it away (deleted, moved out): a name taken
+    away needs no read to know it is gone (the pending index)."""
+
+    def __init__(self, source: ChangeLog) -> None:
+        self.source = source
+        self.pid = os.getpid()
+        self.watched = True
+        self.names: dict[str, bool] = {}
+        self.overflowed = True  # the first drain lists the whole directory
+
+    @property
+    def listening(self) -> bool:
+        """Whether events still arrive (a forked child's inherited instance is not its own)."""
+        return self.watched and self.pid == os.getpid()
+
+    def event(self, mask: int, name: str) -> None:
+        if mask & IN_IGNORED:  # the directory is gone: the index lists it from now on
+            self.watched = False
+        if mask & (IN_Q_OVERFLOW | IN_IGNORED):
+            self.overflowed = True
+        else:  # events come in order, so the last one says where the name is now
+            self.names[name] = not mask & (IN_MOVED_FROM | IN_DELETE)
+
+    def drain(self) -> tuple[bool, dict[str, bool]]:
+        """Everything queued in the kernel up to now, then what it says about this directory."""
+        with self.source.lock:
+            self.source.read_queued()
+            overflowed, names = self.overflowed, self.names
+            self.overflowed, self.names = False, {}
+        return overflowed, names
+
+
+class ChangeLog:
+    """A non-blocking inotify instance read only by its subscribers, in their own threads."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()  # read and dispatch together, so events stay in order
+        self._inotify = _Inotify(IN_NONBLOCK)
+        self._subs: dict[int, list[Subscription]] = {}
+        self.available = self._inotify.available
+
+    @property
+    def fd(self) -> int:
+        return self._inotify.fd
+
+    def subscribe(self, dir_path: str) -> Subscription | None:
+        """The names changing in one directory, or None without inotify (list it instead)."""
+        if not self.available:
+            return None
+        sub = Subscription(self)
+        with self.lock:
+            wd = self._inotify.add_watch(dir_path, ENTRIES)
+            if wd < 0:
+                return None
+            self._subs.setdefault(wd, []).append(sub)
+        return sub
+
+    def read_queued(self) -> None:
+        """Dispatch every queued event; call with the lock held."""
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return
+            for wd, mask, name in self._inotify.events(data):
+                self._dispatch(wd, mask, name)
+
+    def _dispatch(self, wd: int, mask: int, name: str) -> None:
+        if mask & IN_Q_OVERFLOW:  # the kernel's queue filled up: every index lists again
+            targets = [s for group in self._subs.values() for s in group]
+        elif mask & IN_IGNORED:
+            targets = self._subs.pop(wd, [])
+        else:
+            targets = self._subs.get(wd, [])
+        for sub in targets:
+            sub.event(mask, name)
+
+
 _watcher: Watcher | None = None
-_watcher_lock = threading.Lock()
+_changes: ChangeLog | None = None
+_instances_lock = threading.Lock()
 
 
 def watcher() -> Watcher:
     """This process's watcher (a forked child makes its own: threads do not survive fork)."""
     global _watcher
-    with _watcher_lock:
-        if _watcher is None or _watcher.pid != os.getpid():
-            if _watcher is not None and _watcher.available:
-                _close_inherited(_watcher.fd)
+    with _instances_lock:
+        _forget_the_parents()
+        if _watcher is None:
             _watcher = Watcher()
         return _watcher
 
 
+def changes() -> ChangeLog:
+    """This process's change log for the pending indexes (a forked child makes its own)."""
+    global _changes
+    with _instances_lock:
+        _forget_the_parents()
+        if _changes is None:
+            _changes = ChangeLog()
+        return _changes
+
+
+def _forget_the_parents() -> None:
+    """In a forked child, drop both instances inherited from the parent; call with the lock."""
+    global _watcher, _changes
+    pid = os.getpid()
+    if _watcher is not None and _watcher.pid != pid:
+        if _watcher.available:
+            _close_inherited(_watcher.fd)
+        _watcher = None
+    if _changes is not None and _changes.pid != pid:
+        if _changes.available:
+            _close_inherited(_changes.fd)
+        _changes = None
+
+
 def _close_inherited(fd: int) -> None:
-    """Close the parent's instance, inherited by a forked child without its reader thread: it
-    would only count against the per-user limit (the parent keeps its own). Checked first, in
-    case the child closed its descriptors and the number now names something else."""
+    """Close the parent's instance, inherited by a forked child: the child could not share it
+    (the parent reads it), and it would only count against the per-user limit. Checked first,
+    in case the child closed its descriptors and the number now names something else."""
     try:
         if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
             os.close(fd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
 from .settings import QueueSettings
-from .waiting import ARRIVALS, watcher
+from .waiting import arrivals, watcher
 
 if TYPE_CHECKING:
     from .store import QueueStore
@@ -169,29 +170,34 @@ def wait_claim(
 ) -> list[Task]:
     """Claim, blocking up to `wait_seconds`; wakes as soon as any process posts to the queue."""
     deadline = time.monotonic() + max(0.0, float(wait_seconds))
+    claim = functools.partial(
+        self.claim,
+        host,
+        queue,
+        settings=settings,
+        worker=worker,
+        lease_seconds=lease_seconds,
+        max_tasks=max_tasks,
+    )
+    tasks = claim()  # the common case under load, which then never touches inotify
+    if tasks or wait_seconds <= 0:
+        return tasks
     qd = self.dirs(host, queue, create=True)
     # Only this queue's pending/ wakes it: posts, retries and requeues all land there.
     # Only a task file arriving can make a claim succeed: temp files and names leaving (other
     # claims taking theirs) do not wake it, so a post wakes each waiting claim once, not thrice.
-    channel = watcher().channel([qd.proc_path("pending")], ARRIVALS, wanted=_task_name)
-    while True:
-        generation = channel.generation
-        tasks = self.claim(
-            host,
-            queue,
-            settings=settings,
-            worker=worker,
-            lease_seconds=lease_seconds,
-            max_tasks=max_tasks,
-        )
-        remaining = deadline - time.monotonic()
-        if tasks or remaining <= 0:
-            return tasks
-        with self.lock:
-            due = self.index(qd).next_due()
-        if due is not None:  # a delayed task becomes claimable before anything is posted
-            remaining = min(remaining, max(0.001, due / 1000 - time.time()))
-        channel.wait(generation, remaining)
+    with watcher().channel([qd.proc_path("pending")], arrivals(), wanted=_task_name) as channel:
+        while True:
+            generation = channel.generation
+            tasks = claim()  # again, now watched: a post since the first look wakes no one
+            remaining = deadline - time.monotonic()
+            if tasks or remaining <= 0:
+                return tasks
+            with self.lock:
+                due = self.index(qd).next_due()
+            if due is not None:  # a delayed task becomes claimable before anything is posted
+                remaining = min(remaining, max(0.001, due / 1000 - time.time()))
+            channel.wait(generation, remaining)
 
 
 def _task_name(name: str) -> bool:

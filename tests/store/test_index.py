@@ -6,16 +6,16 @@ import os
 import time
 
 from queues.store import QueueStore
-from queues.store.waiting import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, watcher
+from queues.store.waiting import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, changes
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
 
 
 def test_a_name_is_where_its_last_event_left_it(tmp_path):
-    w = watcher()
+    w = changes()
     sub = w.subscribe(str(tmp_path))
     assert sub is not None
-    wd = next(wd for wd, group in w._channels.items() if sub in group)
+    wd = next(wd for wd, group in w._subs.items() if sub in group)
     sub.drain()  # the first drain is the full listing
     events = [
         ("a.json", IN_MOVED_TO),
@@ -87,9 +87,9 @@ def test_a_late_moved_out_event_does_not_drop_a_task_this_process_put_back(h):
     h.store.retry(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 3)
     assert _settled(h.store, 1) == 1
     # Deliver the stale event by hand, last, as the watcher thread may when it runs late.
-    w = watcher()
+    w = changes()
     sub = h.store._indexes[(HOST, QUEUE)]._sub
-    wd = next(wd for wd, group in w._channels.items() if sub in group)
+    wd = next(wd for wd, group in w._subs.items() if sub in group)
     with w.lock:
         w._dispatch(wd, IN_MOVED_FROM, f"{task.id}.json")
     assert h.claim(now=T0 + 4).id == task.id

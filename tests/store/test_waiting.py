@@ -1,5 +1,7 @@
-"""The shared watcher: one inotify instance per process, and each waiter woken only by its own
-directories (a waiting claim by its queue's pending/, an event stream by day-file appends)."""
+"""inotify in a process: two instances however many wait (the threaded watcher and the indexes'
+change log), each waiter woken only by its own directories (a waiting claim by task files
+arriving in its queue's pending/, an event stream by day-file appends), and a directory watched
+only while someone waits on it."""
 
 from __future__ import annotations
 
@@ -11,8 +13,18 @@ import threading
 import time
 from pathlib import Path
 
-from queues.store import QueueSettings, QueueStore
-from queues.store.waiting import APPENDS, ENTRIES, POLL_SECONDS, Channel, watcher
+from queues.store import QueueSettings, QueueStore, files
+from queues.store.waiting import (
+    APPENDS,
+    ARRIVALS,
+    ENTRIES,
+    IN_CREATE,
+    POLL_SECONDS,
+    Channel,
+    arrivals,
+    changes,
+    watcher,
+)
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
 
@@ -62,7 +74,7 @@ def _post_from_another_process(h, queue: str) -> float:
     return float(out.stdout)
 
 
-def test_one_inotify_instance_serves_claims_streams_and_indexes(h):
+def test_two_inotify_instances_serve_claims_streams_and_indexes(h):
     h.post(now=T0)
     h.claim(now=T0 + 1)  # builds the pending index, subscribed to pending/
     thread, _ = _wait_claim_in_thread(h, QUEUE, 1.0)  # a waiting claim, blocked now
@@ -73,7 +85,7 @@ def test_one_inotify_instance_serves_claims_streams_and_indexes(h):
     time.sleep(0.1)
     assert thread.is_alive() and reader.is_alive()
     assert stream.listening and h.store._indexes[(HOST, QUEUE)]._sub is not None
-    assert _inotify_fds() == 1
+    assert _inotify_fds() == 2  # the watcher and the change log, however many wait
     thread.join()
     reader.join()
 
@@ -85,7 +97,7 @@ def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_i
     h.store.claim = lambda *a, **kw: calls.append(1) or claim(*a, **kw)
     thread, got = _wait_claim_in_thread(h, QUEUE, 10.0)
     time.sleep(0.1)
-    assert len(calls) == 1  # the first look found nothing; now it sleeps
+    assert len(calls) == 2  # a look, a second one once watched; both found nothing: it sleeps
     # Posts to another queue (each also appends to the event log) and appends of its own.
     log = watcher().channel([str(h.config.logs_dir / "tasks")], APPENDS)
     for n in range(5):
@@ -93,12 +105,12 @@ def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_i
         h.store.post(HOST, OTHER, {"n": n}, settings=QueueSettings(), posted_by="a")
         assert _moves(log, seen)  # the events were read, and handed to the log's channel only
     time.sleep(0.1)
-    assert len(calls) == 1 and thread.is_alive()
+    assert len(calls) == 2 and thread.is_alive()
     posted_at = _post_from_another_process(h, QUEUE)
     thread.join(2.0)
     woke_at, tasks = got[0]
-    # woken again (the post's temporary name in pending/ may wake it once before the rename)
-    assert len(tasks) == 1 and len(calls) >= 2
+    # woken once: by the task file's rename into pending/, not by its temp file's creation
+    assert len(tasks) == 1 and len(calls) == 3
     # Woken by inotify: milliseconds on an idle machine; the bound leaves room for a loaded one
     # (a polling waiter would have shown as more calls above, and the timeout is 10 s).
     assert woke_at - posted_at < 0.5
@@ -147,7 +159,7 @@ def test_without_inotify_a_channel_polls_cheaply():
 def test_a_directory_that_cannot_be_watched_gives_a_polling_channel(tmp_path):
     channel = watcher().channel([str(tmp_path / "missing")], ENTRIES)
     assert not channel.listening
-    assert watcher().subscribe(str(tmp_path / "missing")) is None
+    assert changes().subscribe(str(tmp_path / "missing")) is None
 
 
 def _in_child(store, items: str, out) -> None:
@@ -178,3 +190,49 @@ def test_a_forked_child_keeps_one_instance_and_its_inherited_store_still_claims(
     assert (fds, listening, claimed) == (1, True, 1)
     h.post(now=T0 + 1)  # and the parent's own watcher still serves the parent
     assert h.claim(now=T0 + 2) is not None
+
+
+def test_a_directory_is_watched_only_while_a_channel_on_it_is_open(h):
+    qd = h.store.dirs(HOST, QUEUE, create=True)
+    before = watcher().watched_directories()
+    thread, got = _wait_claim_in_thread(h, QUEUE, 0.3)
+    time.sleep(0.1)
+    assert watcher().watched_directories() == before + 1  # pending/, while the claim waits
+    thread.join(2.0)
+    assert got and got[0][1] == []
+    assert watcher().watched_directories() == before  # the wait ended: the watch went with it
+    with watcher().channel([qd.proc_path("pending")], ARRIVALS) as channel:
+        assert watcher().watched_directories() == before + 1
+        seen = channel.generation
+        h.post(now=T0)
+        assert _moves(channel, seen)
+    assert watcher().watched_directories() == before
+
+
+def test_a_dropped_channel_stops_costing_events_at_its_next_one(tmp_path):
+    channel = watcher().channel([str(tmp_path)], ENTRIES)
+    before = watcher().watched_directories()
+    del channel  # never closed: the reader finds the watch orphaned and removes it
+    (tmp_path / "x.json").write_bytes(b"{}")
+    deadline = time.monotonic() + 2
+    while watcher().watched_directories() == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert watcher().watched_directories() == before - 1
+
+
+def test_the_change_log_has_no_thread_and_keeps_events_until_an_index_drains(tmp_path):
+    threads = threading.active_count()
+    sub = changes().subscribe(str(tmp_path))
+    assert sub is not None and threading.active_count() == threads
+    sub.drain()
+    (tmp_path / "a.json").write_bytes(b"{}")
+    os.rename(tmp_path / "a.json", tmp_path / "b.json")
+    time.sleep(0.05)
+    assert sub.names == {}  # nothing has read the instance yet
+    assert sub.drain() == (False, {"a.json": False, "b.json": True})
+
+
+def test_a_waiting_claim_listens_for_creates_where_names_are_made_by_link(monkeypatch):
+    assert files.creates_by_link() is (files._renameat2 is None)
+    monkeypatch.setattr(files, "_links", True)  # what the fallback records once it has run
+    assert arrivals() == ARRIVALS | IN_CREATE
