@@ -27,6 +27,7 @@ _PRECEDENCE = {"done": 0, "processing": 1, "pending": 2}  # ties (never written 
 class Copy:
     directory: str
     task: Task
+    raw: bytes = b""  # the bytes it was parsed from, so a re-read under the lock can skip parsing
 
 
 def parse(data: bytes) -> Task:
@@ -38,13 +39,18 @@ def parse(data: bytes) -> Task:
 
 def read_copy(qd: QueueDirs, directory: str, task_id: str) -> Task | None:
     """The record in one directory; None when absent. Raises CorruptRecord (symlinks too)."""
+    found = _read_copy(qd, directory, task_id)
+    return found.task if found is not None else None
+
+
+def _read_copy(qd: QueueDirs, directory: str, task_id: str) -> Copy | None:
     try:
         data = files.read_at(qd.fd(directory), paths.task_file(task_id))
     except FileNotFoundError:
         return None
     except OSError as exc:  # ELOOP: a symlink planted in the store is never followed
         raise CorruptRecord(f"Task file {task_id} cannot be read: {exc.strerror}.") from exc
-    return parse(data)
+    return Copy(directory, parse(data), data)
 
 
 def copies(qd: QueueDirs, task_id: str) -> list[Copy]:
@@ -52,11 +58,11 @@ def copies(qd: QueueDirs, task_id: str) -> list[Copy]:
     found = []
     for directory in paths.STATE_DIRS:
         try:
-            task = read_copy(qd, directory, task_id)
+            copy = _read_copy(qd, directory, task_id)
         except CorruptRecord:
             continue
-        if task is not None and task.id == task_id:
-            found.append(Copy(directory, task))
+        if copy is not None and copy.task.id == task_id:
+            found.append(copy)
     found.sort(key=lambda c: (c.task.rev, _PRECEDENCE[c.directory]), reverse=True)
     return found
 
@@ -80,10 +86,11 @@ def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
         if fd is None:
             continue
         try:
-            task = parse(files.read_fd(fd))
+            data = files.read_fd(fd)
+            task = best.task if data == best.raw else parse(data)
             if task.rev != best.task.rev:
                 continue  # rewritten between the read and the lock: look again
-            yield Copy(best.directory, task)
+            yield Copy(best.directory, task, data)
             return
         finally:
             os.close(fd)
