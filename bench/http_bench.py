@@ -19,7 +19,14 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
-from http_bench_load import Waiters, claim_latency, lifecycles, noop_rate  # noqa: E402
+from http_bench_load import (  # noqa: E402
+    Waiters,
+    claim_latency,
+    cpu_per_unit,
+    durable_write_ms,
+    lifecycles,
+    noop_rate,
+)
 from http_bench_server import Server  # noqa: E402
 
 
@@ -51,12 +58,22 @@ def main() -> None:
         server.prepare()
         server.start()
         noop_rate(server.url, server.tokens["producer"], 2, 1.0)  # warm up both workers
-        ceiling = noop_rate(server.url, server.tokens["producer"], args.clients, args.seconds)
+        ceiling, noop_server_ms, noop_client_ms = cpu_per_unit(
+            server,
+            lambda: noop_rate(server.url, server.tokens["producer"], args.clients, args.seconds),
+        )
         rows.append(("trivial DRF POST (ceiling)", f"{ceiling['rps']:.0f} req/s",
                      f"p50 {ceiling['p50_ms']:.1f} ms, p99 {ceiling['p99_ms']:.1f} ms, "
-                     f"{ceiling['errors']} errors, {args.clients} clients"))  # fmt: skip
+                     f"{ceiling['errors']} errors, {args.clients} clients; CPU per "
+                     f"request: server {noop_server_ms:.2f} ms, "
+                     f"clients {noop_client_ms:.2f} ms"))  # fmt: skip
         if "lifecycles" not in skip:
-            life = lifecycles(server.url, server.tokens, args.producers, args.workers, args.tasks)
+            life, life_server_ms, life_client_ms = cpu_per_unit(
+                server,
+                lambda: lifecycles(
+                    server.url, server.tokens, args.producers, args.workers, args.tasks
+                ),
+            )
             # The shared machine's load moves the ceiling severalfold within a minute, so it is
             # measured again right after the lifecycles and the ratio uses the mean of the two.
             again = noop_rate(server.url, server.tokens["producer"], args.clients, args.seconds)
@@ -68,8 +85,17 @@ def main() -> None:
             rows.append(("lifecycles (post,claim,result,fetch)",
                          f"{life['lifecycles_per_s']:.0f} /s",
                          f"= {cost:.1f} trivial requests each (target <= 5); "
+                         f"{life['requests_per_lifecycle']:.2f} requests per lifecycle; "
                          f"{life['fetched']} fetched, {life['claimed']} claimed"))  # fmt: skip
+            rows.append(("  CPU per lifecycle", f"{life_server_ms:.1f} ms",
+                         f"server (= {life_server_ms / noop_server_ms:.1f} trivial requests' "
+                         f"server CPU); clients {life_client_ms:.1f} ms "
+                         f"(= {life_client_ms / noop_client_ms:.1f})"))  # fmt: skip
         if "latency" not in skip:
+            floor = durable_write_ms(server.tmp)
+            rows.append(("one durable write alone (disk floor)", f"p99 {floor['p99_ms']:.1f} ms",
+                         f"p50 {floor['p50_ms']:.2f} ms: write, fsync, rename, fsync dir; "
+                         f"post then claim make 6 fsyncs"))  # fmt: skip
             lat = claim_latency(server.url, server.tokens, args.samples)
             note = (f"p50 {lat['p50_ms']:.1f} ms, {lat['samples']} samples (target p99 <= 10 ms); "
                     f"after the post's answer: p50 {lat['after_answer_p50_ms']:.1f}, "

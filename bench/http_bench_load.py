@@ -5,14 +5,19 @@ from __future__ import annotations
 import http.client
 import json
 import multiprocessing as mp
+import os
 import queue
+import resource
 import statistics
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from http_bench_server import HOST, IDLE_QUEUE, QUEUE
 
+from queues.store import files
 from taskhoster.client import Client
 
 CTX = mp.get_context("fork")  # the children only run loops over sockets
@@ -65,6 +70,7 @@ def noop_rate(url: str, token: str, clients: int, seconds: float) -> dict[str, f
         p.join()
     latencies = [x for lat, _ in results for x in lat]
     return {
+        "requests": len(latencies),
         "rps": len(latencies) / elapsed,
         "p50_ms": percentile(latencies, 0.5) * 1000,
         "p99_ms": percentile(latencies, 0.99) * 1000,
@@ -79,34 +85,41 @@ def noop_rate(url: str, token: str, clients: int, seconds: float) -> dict[str, f
 def _producer(url: str, token: str, count: int, window: int, out: Any) -> None:
     client = Client(url, token, timeout=30)
     posted: list[dict[str, Any]] = []
-    fetched = 0
+    fetched = requests = 0
 
-    def fetch(task: dict[str, Any]) -> None:
+    def fetch(task_id: str) -> None:
+        nonlocal requests
+        task = client.get(HOST, QUEUE, task_id)
+        requests += 1
         for _ in range(100):  # a bounded wait for the worker side
             if task["status"] in TERMINAL:
                 return
             task = client.get(HOST, QUEUE, task["id"], wait=10, since=task["updatedAt"])
+            requests += 1
 
     for n in range(count):
         posted.append(client.post(HOST, QUEUE, {"n": n}))
+        requests += 1
         if len(posted) > window:
-            fetch(client.get(HOST, QUEUE, posted.pop(0)["id"]))
+            fetch(posted.pop(0)["id"])
             fetched += 1
     for task in posted:
-        fetch(client.get(HOST, QUEUE, task["id"]))
+        fetch(task["id"])
         fetched += 1
-    out.put(fetched)
+    out.put((fetched, requests))
 
 
 def _worker(url: str, token: str, name: str, stop: Any, out: Any) -> None:
     client = Client(url, token, timeout=30)
-    done = 0
+    done = requests = 0
     while not stop.is_set():
         task = client.claim(HOST, QUEUE, name, wait=1)
+        requests += 1
         if isinstance(task, dict):
             client.result(HOST, QUEUE, task["id"], name, task["attempts"], {"ok": True})
             done += 1
-    out.put(done)
+            requests += 1
+    out.put((done, requests))
 
 
 def lifecycles(url: str, tokens: dict[str, str], producers: int, workers: int,
@@ -122,14 +135,32 @@ def lifecycles(url: str, tokens: dict[str, str], producers: int, workers: int,
     started = time.monotonic()
     for p in pprocs:
         p.start()
-    fetched = sum(out.get(timeout=600) for _ in pprocs)
+    produced = [out.get(timeout=600) for _ in pprocs]
     elapsed = time.monotonic() - started
     stop.set()
-    claimed = sum(out.get(timeout=60) for _ in wprocs)
+    worked = [out.get(timeout=60) for _ in wprocs]
     for p in (*pprocs, *wprocs):
         p.join()
-    return {"lifecycles_per_s": fetched / elapsed, "fetched": fetched, "claimed": claimed,
-            "seconds": elapsed}  # fmt: skip
+    fetched = sum(n for n, _ in produced)
+    requests = sum(r for _, r in produced) + sum(r for _, r in worked)
+    return {"lifecycles_per_s": fetched / elapsed, "fetched": fetched,
+            "claimed": sum(n for n, _ in worked), "seconds": elapsed,
+            "requests_per_lifecycle": requests / max(fetched, 1)}  # fmt: skip
+
+
+def cpu_per_unit(server: Any, run: Any) -> tuple[dict[str, float], float, float]:
+    """Run a load; its result, and the CPU milliseconds per unit the server and the client
+    processes (children of this one, joined by then) used. A unit: a request or a lifecycle."""
+    server_before = server.cpu_seconds()
+    clients = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run()
+    clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    units = result.get("requests", result.get("fetched", 0)) or 1
+    server_ms = (server.cpu_seconds() - server_before) * 1000 / units
+    client_s = (clients_after.ru_utime + clients_after.ru_stime) - (
+        clients.ru_utime + clients.ru_stime
+    )
+    return result, server_ms, client_s * 1000 / units
 
 
 # -- post -> waiting claim ------------------------------------------------------------------
@@ -220,3 +251,23 @@ class Waiters:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+# -- the disk's own floor -------------------------------------------------------------------
+
+
+def durable_write_ms(directory: Path, samples: int = 200) -> dict[str, float]:
+    """One durable write as the store makes it (temp, fsync, rename, fsync of the directory),
+    timed alone on the file system the server writes to: the floor under every transition."""
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:
+        fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            times = []
+            for n in range(samples):
+                time.sleep(0.005)  # the same idle gaps as the latency run
+                started = time.monotonic()
+                files.write_durable(fd, f"{n}.json", b"x" * 400, fsync=True)
+                times.append(time.monotonic() - started)
+        finally:
+            os.close(fd)
+    return {"p50_ms": percentile(times, 0.5) * 1000, "p99_ms": percentile(times, 0.99) * 1000}

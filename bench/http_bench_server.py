@@ -86,14 +86,24 @@ class Server:
                 time.sleep(0.1)
         raise RuntimeError("gunicorn did not start within 30 s")
 
+    def pids(self) -> list[int]:
+        """gunicorn's master and its workers."""
+        assert self.proc is not None
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        return [self.proc.pid, *(int(p) for p in children.read_text().split())]
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU the master and workers have used so far."""
+        ticks = 0
+        for pid in self.pids():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> float:
         """Resident memory of gunicorn's master and workers together."""
-        assert self.proc is not None
-        pids = [self.proc.pid]
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        pids += [int(p) for p in children.read_text().split()]
         total_kb = 0
-        for pid in pids:
+        for pid in self.pids():
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total_kb += int(line.split()[1])
