@@ -118,7 +118,7 @@ class EventStreamView(APIView):
         position = start_position(request)
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
         tasks_dir.mkdir(parents=True, exist_ok=True)
-        # On the process's one inotify instance: this channel wakes on day-file appends, which
+        # On the process's shared watcher: this channel wakes on day-file appends, which
         # waiting claims (on pending/ only) never see.
         channel = watcher().channel([str(tasks_dir)], APPENDS)
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte

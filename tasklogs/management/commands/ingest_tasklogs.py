@@ -36,7 +36,7 @@ class Command(BaseCommand):
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
         # Watch before the first run, so a line appended while it runs still wakes the next.
-        # The store's watcher: this process's one inotify instance, whoever else uses it.
+        # The store's watcher: this process's one waiting instance, whoever else uses it.
         channel = watcher().channel([str(source)], APPENDS) if follow else None
         generation = channel.generation if channel else 0
         self._run_once(source)
