@@ -2,9 +2,12 @@
 
 orjson already refuses invalid UTF-8, a BOM, NaN/Infinity, numbers that overflow to infinity,
 lone surrogates and nesting past 1024. What it accepts silently, and api.md refuses, is checked
-here afterwards: nesting deeper than 64 and duplicate keys (orjson keeps the last one).
+here afterwards: nesting deeper than 64 and duplicate keys (orjson keeps the last one). It also
+reads an integer outside the 64-bit range as a float, so 2**64 would be stored as
+1.8446744073709552e19: a changed value, refused here like any number that cannot be kept.
 """
 
+import json
 import re
 from typing import Any
 
@@ -17,6 +20,9 @@ from rest_framework.renderers import BaseRenderer
 from queues.store.errors import PayloadTooLarge
 
 MAX_DEPTH = 64
+# The integers orjson keeps exactly (int64 and uint64); outside, it reads a float.
+INT_LOW, INT_HIGH = -(2**63), 2**64 - 1
+_FLOAT_FROM_INT = float(2**63)  # a float this large and whole may have been an integer literal
 # A JSON string, written unrolled so the regex engine never backtracks.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
@@ -32,17 +38,21 @@ def loads(data: bytes) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"The body is not JSON: {exc}.") from None
-    keys = _check_depth_and_count_keys(value)
+    keys, suspect = _check_depth_and_count_keys(value)
     # Outside strings a colon only ever separates a key from its value, so fewer keys parsed
     # than colons written means a key was repeated and orjson dropped one of its values.
     if keys and _STRING.sub(b"", data).count(b":") != keys:
         raise ParseError("The body repeats a key inside one object.")
+    if suspect or _is_big_float(value):
+        _check_integers(data)
     return value
 
 
-def _check_depth_and_count_keys(value: Any) -> int:
-    """An explicit stack, not recursion: a hostile body must not reach Python's recursion limit."""
-    keys = 0
+def _check_depth_and_count_keys(value: Any) -> tuple[int, bool]:
+    """The keys counted, and whether a float is large and whole enough to have been an integer
+    orjson could not keep. An explicit stack, not recursion: a hostile body must not reach
+    Python's recursion limit."""
+    keys, suspect = 0, False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -55,8 +65,36 @@ def _check_depth_and_count_keys(value: Any) -> int:
             continue
         if depth > MAX_DEPTH:
             raise ParseError(f"The body nests deeper than {MAX_DEPTH} levels.")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return keys
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif not suspect and _is_big_float(child):
+                suspect = True
+    return keys, suspect
+
+
+def _is_big_float(value: Any) -> bool:
+    return isinstance(value, float) and abs(value) >= _FLOAT_FROM_INT and value.is_integer()
+
+
+def _check_integers(data: bytes) -> None:
+    """Read the body again with Python's parser, which keeps integers exact, and refuse one that
+    orjson turned into a float. Only bodies with a suspect float pay for this second read; the
+    depth is checked already, so it cannot recurse too far."""
+
+    def exact(literal: str) -> int:
+        number = int(literal)
+        if not INT_LOW <= number <= INT_HIGH:
+            raise ParseError(
+                f"The body has an integer outside the 64-bit range ({literal[:30]}), which "
+                "would not be stored exactly; send it as a string."
+            )
+        return number
+
+    try:
+        json.loads(data, parse_int=exact)
+    except ValueError as exc:  # orjson read it; should Python's parser not, refuse it as well
+        raise ParseError(f"The body is not JSON: {exc}.") from None
 
 
 class JSONParser(BaseParser):

@@ -5,7 +5,9 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.exceptions import ParseError
 
+from queues.api.parsers import _check_integers
 from queues.models import ApiToken
 from queues.tokens import revoke_token
 from tests.api.conftest import HOST, QUEUE, bearer, tree, url
@@ -52,6 +54,10 @@ INVALID_JSON = {
     "empty body": b"",
     "whitespace": b"   ",
     "5,000-digit integer": b'{"a": ' + b"9" * 5000 + b"}",
+    # orjson would read these as floats: stored, they would no longer be the number posted
+    "2**64": b'{"a": 18446744073709551616}',
+    "-2**63 - 1": b'{"a": -9223372036854775809}',
+    "a 30-digit integer deep in a list": b'{"a": [1, [2, 123456789012345678901234567890]]}',
 }
 
 
@@ -83,6 +89,9 @@ ACCEPTED = {
     "a surrogate pair": b'{"a": "\\ud83d\\ude00"}',
     "unicode keys": '{"clé": 1, "cle\u0301": 2}'.encode(),
     "empty object": b"{}",
+    "the largest and smallest 64-bit integers": b'{"a": 18446744073709551615, '
+    b'"b": -9223372036854775808}',
+    "a large float written as one": b'{"a": 1e19, "b": 18446744073709551616.0}',
 }
 
 
@@ -298,3 +307,25 @@ def test_a_planted_symlink_is_never_followed(world, store_dirs, tmp_path):
 def test_an_accept_header_nothing_satisfies_is_406(world, accept):
     r = world.client("alice").get(TASKS, HTTP_ACCEPT=accept)
     assert (r.status_code, r.json()["code"]) == (406, "not_acceptable")
+
+
+def test_integers_at_the_64_bit_limits_come_back_exactly(world):
+    body = b'{"big": 18446744073709551615, "small": -9223372036854775808}'
+    r = world.client("alice").post(TASKS, body, content_type="application/json")
+    assert r.status_code == 201, r.content
+    task = world.store.read(HOST, QUEUE, r.json()["id"])
+    assert task.item == {"big": 2**64 - 1, "small": -(2**63)}
+
+
+def test_an_integer_beyond_64_bits_is_refused_with_a_reason(world, unchanged):
+    body = b'{"n": 18446744073709551616}'
+    r = world.client("alice").post(TASKS, body, content_type="application/json")
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_json")
+    assert "64-bit" in r.json()["detail"] and "18446744073709551616" in r.json()["detail"]
+
+
+def test_the_exact_integer_check_refuses_what_python_cannot_read_either():
+    """The second read is Python's parser; a body it cannot read is a 400 there too, not a 500."""
+    with pytest.raises(ParseError):
+        _check_integers(b'{"a": [1e400, }')
+    _check_integers(b'{"a": 18446744073709551615}')  # in range: no refusal
