@@ -66,6 +66,11 @@ TASKHOSTER_API_MEMO_SECONDS = env.float("TASKHOSTER_API_MEMO_SECONDS", default=2
 TASKHOSTER_MAX_WAITING = env.int(
     "TASKHOSTER_MAX_WAITING", default=max(env.int("TASKHOSTER_WEB_THREADS", default=64) - 8, 1)
 )
+# How many of those an event stream may hold (queues/api/waiting.py): half, by default, so
+# waiting claims keep the other half however many monitors connect.
+TASKHOSTER_MAX_STREAMS = env.int(
+    "TASKHOSTER_MAX_STREAMS", default=max(TASKHOSTER_MAX_WAITING // 2, 1)
+)
 # An idle event stream gets a comment line this often, so proxies do not close it.
 TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
 

@@ -9,7 +9,7 @@ queue (and staff) may follow the whole queue; a producer may follow one of its o
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from queues.api import waiting
 from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
@@ -30,6 +31,41 @@ from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.services import get_store
 from queues.store import paths
 from queues.store.waiting import APPENDS, watcher
+
+# A stream the process has no thread for: EventSource reconnects after `retry` (and resumes
+# from Last-Event-ID), where an error status would make it give up for good.
+BUSY_RETRY_SECONDS = 5
+BUSY = b"retry: %d\n: this server process holds its most streams; reconnect later\n\n" % (
+    BUSY_RETRY_SECONDS * 1000
+)
+
+
+class HeldStream:
+    """The stream's chunks, holding one of the process's waiting threads until it is closed.
+
+    A class, not a generator: the server closes the response even when the client left before
+    the first chunk, and only a close() of our own then frees the slot (a generator that never
+    started runs no `finally`)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._held = True
+
+    def __iter__(self) -> HeldStream:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._chunks, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self._held:
+                self._held = False
+                waiting.release_stream()
 
 
 def keepalive_seconds() -> float:
@@ -116,6 +152,20 @@ class EventStreamView(APIView):
             paths.validate_task_id(task_id)  # not a task id: the uniform 404
         check_subscriber(ctx, task_id)
         position = start_position(request)
+        if not waiting.take_stream():
+            busy = StreamingHttpResponse(iter([BUSY]), content_type="text/event-stream")
+            busy["Retry-After"] = str(BUSY_RETRY_SECONDS)
+            busy["Cache-Control"] = "no-cache"
+            return busy
+        try:
+            return self._stream(request, ctx, task_id, position)
+        except BaseException:
+            waiting.release_stream()
+            raise
+
+    def _stream(
+        self, request: Request, ctx: QueueContext, task_id: str | None, position: Position | None
+    ) -> StreamingHttpResponse:
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
         tasks_dir.mkdir(parents=True, exist_ok=True)
         # On the process's shared watcher: this channel wakes on day-file appends, which
@@ -126,7 +176,7 @@ class EventStreamView(APIView):
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
                               client_alive=socket_alive(request.META))  # fmt: skip
-        response = StreamingHttpResponse(stream, content_type="text/event-stream")
+        response = StreamingHttpResponse(HeldStream(stream), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # a buffering proxy would hold every event back
         return response

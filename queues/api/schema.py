@@ -76,7 +76,9 @@ class EventStreamSchema(OpenApiViewExtension):
                     (200, "text/event-stream"): OpenApiResponse(
                         OpenApiTypes.STR,
                         description="id: a log position; event: the event name; data: the "
-                        "event line. A comment line every 15 s keeps an idle stream open.",
+                        "event line. A comment line every 15 s keeps an idle stream open. When "
+                        "the server process holds its most streams, the answer is only a "
+                        "`retry:` hint and a comment, with Retry-After: EventSource reconnects.",
                     ),
                     **errors(*ALWAYS),
                 },

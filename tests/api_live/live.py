@@ -19,6 +19,7 @@ QUEUE, SHORT = "work", "short"  # SHORT: a 1 s lease, for the sweep's requeue
 QUEUES = {QUEUE: 60, SHORT: 1, "wake": 60, "result": 60, "fail": 60, "retry": 60,
           "beat": 1, "stale": 1}  # fmt: skip
 THREADS = 6  # few, so that a stream that kept its thread after its client left would show
+MAX_STREAMS = 3  # of them, at most this many hold event streams
 
 
 def free_port() -> int:
@@ -47,6 +48,7 @@ class LiveServer:
             "DEBUG": "1",
             "TASKHOSTER_FSYNC": "0",
             "TASKHOSTER_SSE_KEEPALIVE_SECONDS": "0.5",
+            "TASKHOSTER_MAX_STREAMS": str(MAX_STREAMS),
         }
 
     def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

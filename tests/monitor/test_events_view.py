@@ -5,6 +5,7 @@ import json
 import pytest
 from rest_framework.test import APIRequestFactory
 
+from queues.api import waiting
 from queues.api.events import EventStreamView
 from queues.services import get_store, grant
 from queues.tokens import issue_token
@@ -12,9 +13,19 @@ from queues.tokens import issue_token
 HOST, QUEUE = "task.example.com", "resize"
 
 
+OPENED = []  # every response subscribe() made: a server closes each one, and so do the tests
+
+
 @pytest.fixture
 def queue(make_queue):
     return make_queue(HOST, QUEUE)
+
+
+@pytest.fixture(autouse=True)
+def close_streams():
+    yield
+    while OPENED:
+        OPENED.pop().close()  # each open stream holds one of the process's waiting threads
 
 
 def token_for(username, role=None):
@@ -32,6 +43,7 @@ def subscribe(token=None, host=HOST, queue=QUEUE, **query):
     response = EventStreamView.as_view()(request, host=host, queue=queue)
     if not response.streaming:
         response.render()
+    OPENED.append(response)
     return response
 
 
@@ -72,3 +84,49 @@ def test_a_producer_follows_only_its_own_task(queue):
     assert refusal(subscribe(producer, task=other.id)) == (404, "not_found")
     assert refusal(subscribe(producer, task="0" * 16)) == (404, "not_found")
     assert refusal(subscribe(producer))[0] == 403
+
+
+@pytest.mark.django_db
+def test_streams_hold_at_most_their_share_of_the_waiting_threads(queue, settings):
+    """Past TASKHOSTER_MAX_STREAMS a subscriber gets a reconnect hint, not a thread; waiting
+    claims keep the rest of TASKHOSTER_MAX_WAITING; a closed stream frees its thread."""
+    settings.TASKHOSTER_MAX_WAITING, settings.TASKHOSTER_MAX_STREAMS = 3, 2
+    operator = token_for("olga", "operator")
+    first, second = subscribe(operator), subscribe(operator)
+    assert waiting.held() == (2, 2)
+    busy = subscribe(operator)
+    assert busy.status_code == 200 and busy["Retry-After"] == "5"
+    assert b"".join(busy.streaming_content).startswith(b"retry: 5000\n:")
+    assert waiting.held() == (2, 2)  # the refused one holds nothing
+    with waiting.slot() as claim_may_wait:  # a waiting claim still gets the third thread
+        assert claim_may_wait
+        assert waiting.held() == (3, 2)
+    first.close()  # closed before its first chunk was read: the thread is free all the same
+    assert waiting.held() == (1, 1)
+    third = subscribe(operator)
+    assert next(iter(third.streaming_content)).startswith(b"retry: 2000")
+    second.close()
+    third.close()
+    assert waiting.held() == (0, 0)
+
+
+@pytest.mark.django_db
+def test_streams_and_waiting_requests_share_one_limit(queue, settings):
+    settings.TASKHOSTER_MAX_WAITING, settings.TASKHOSTER_MAX_STREAMS = 2, 2
+    operator = token_for("olga", "operator")
+    with waiting.slot(), waiting.slot():  # two waiting claims hold every waiting thread
+        refused = subscribe(operator)
+        assert refused["Retry-After"] == "5"
+    stream = subscribe(operator)
+    assert waiting.held() == (1, 1)
+    stream.close()
+
+
+@pytest.mark.django_db
+def test_a_stream_that_fails_to_start_gives_its_thread_back(queue, settings, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    settings.TASKHOSTER_LOGS_DIR = blocker  # the stream cannot make its tasks/ directory
+    with pytest.raises(OSError):
+        subscribe(token_for("olga", "operator"))
+    assert waiting.held() == (0, 0)
