@@ -39,6 +39,7 @@ APPENDS = IN_MODIFY | IN_MOVED_TO | IN_CREATE  # the event log: lines appended, 
 # and a keyed post's no-replace renames), so names arriving are renames in; see arrivals().
 ARRIVALS = IN_MOVED_TO
 _HEADER = struct.Struct("iIII")
+POLL_SECONDS = 0.05  # the fallback's polling interval
 
 
 def arrivals() -> int:
@@ -46,9 +47,6 @@ def arrivals() -> int:
     RENAME_NOREPLACE and names are made by link() (creates of temp files would otherwise wake
     the reader thread for nothing)."""
     return ARRIVALS | (IN_CREATE if files.creates_by_link() else 0)
-
-
-POLL_SECONDS = 0.05  # the fallback's polling interval
 
 
 class _Inotify:
@@ -85,7 +83,7 @@ class Channel:
     Channels share the watcher's lock but each has its own condition, so the reader thread
     notifies only the channels an event is for: other waiters do not even wake to re-check.
     Close it (or use it as a context manager) when done, so its directories stop costing
-    events; one that is only dropped keeps its watches until the process ends.
+    events; the watch of one that is only dropped goes at the next event it would have had.
     """
 
     def __init__(
@@ -328,23 +326,23 @@ def changes() -> ChangeLog:
 def _forget_the_parents() -> None:
     """In a forked child, drop both instances inherited from the parent; call with the lock."""
     global _watcher, _changes
-    pid = os.getpid()
-    if _watcher is not None and _watcher.pid != pid:
-        if _watcher.available:
-            _close_inherited(_watcher.fd)
+    if _inherited(_watcher):
         _watcher = None
-    if _changes is not None and _changes.pid != pid:
-        if _changes.available:
-            _close_inherited(_changes.fd)
+    if _inherited(_changes):
         _changes = None
 
 
-def _close_inherited(fd: int) -> None:
-    """Close the parent's instance, inherited by a forked child: the child could not share it
-    (the parent reads it), and it would only count against the per-user limit. Checked first,
-    in case the child closed its descriptors and the number now names something else."""
-    try:
-        if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
-            os.close(fd)
-    except OSError:
-        pass
+def _inherited(instance: Watcher | ChangeLog | None) -> bool:
+    """Whether `instance` is the parent's, in a forked child; if so its descriptor is closed:
+    the child could not share it (the parent reads it), and it would only count against the
+    per-user limit. The descriptor is checked first, in case the child closed its descriptors
+    and the number now names something else."""
+    if instance is None or instance.pid == os.getpid():
+        return False
+    if instance.available:
+        try:
+            if os.readlink(f"/proc/self/fd/{instance.fd}") == "anon_inode:inotify":
+                os.close(instance.fd)
+        except OSError:
+            pass
+    return True
