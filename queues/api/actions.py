@@ -38,8 +38,8 @@ def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None 
     """The status of a task the caller may see; a waiting read holds until it changes."""
     store = get_store()
     task = ctx.check_visible(store.read(ctx.host, ctx.queue, task_id))
-    if wait > 0:
-        since = task.updated_at if since is None else since
+    since = task.updated_at if since is None else since
+    if wait > 0 and task.updated_at == since:  # changed already: nothing to wait for
         with waiting.slot() as may_wait:
             if may_wait:
                 task = store.wait_for_change(

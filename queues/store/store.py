@@ -285,9 +285,6 @@ class QueueStore:
         # each waiting read into a read of all its copies.
         name = paths.task_file(task_id)
         deadline = time.monotonic() + wait_seconds
-        task = self.read(host, queue, task_id)
-        if task.updated_at != since or wait_seconds <= 0:
-            return task  # changed already: no watch needed
         with watcher().channel(dirs, arrivals(), wanted=name.__eq__) as channel:
             while True:
                 generation = channel.generation
