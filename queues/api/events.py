@@ -9,7 +9,7 @@ queue (and staff) may follow the whole queue; a producer may follow one of its o
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -47,7 +47,7 @@ class HeldStream:
     the first chunk, and only a close() of our own then frees the slot (a generator that never
     started runs no `finally`)."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(self, chunks: Generator[bytes, None, None]) -> None:
         self._chunks = chunks
         self._held = True
 
@@ -59,13 +59,18 @@ class HeldStream:
 
     def close(self) -> None:
         try:
-            close = getattr(self._chunks, "close", None)
-            if close is not None:
-                close()
+            self._chunks.close()
         finally:
             if self._held:
                 self._held = False
                 waiting.release_stream()
+
+
+def sse_response(chunks: Iterable[bytes]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a buffering proxy would hold every event back
+    return response
 
 
 def keepalive_seconds() -> float:
@@ -153,9 +158,8 @@ class EventStreamView(APIView):
         check_subscriber(ctx, task_id)
         position = start_position(request)
         if not waiting.take_stream():
-            busy = StreamingHttpResponse(iter([BUSY]), content_type="text/event-stream")
+            busy = sse_response([BUSY])
             busy["Retry-After"] = str(BUSY_RETRY_SECONDS)
-            busy["Cache-Control"] = "no-cache"
             return busy
         try:
             return self._stream(request, ctx, task_id, position)
@@ -176,7 +180,4 @@ class EventStreamView(APIView):
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
                               client_alive=socket_alive(request.META))  # fmt: skip
-        response = StreamingHttpResponse(HeldStream(stream), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"  # a buffering proxy would hold every event back
-        return response
+        return sse_response(HeldStream(stream))

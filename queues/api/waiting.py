@@ -42,7 +42,10 @@ def take_stream() -> bool:
     """Whether an event stream may hold a thread now; if so, release_stream() when it ends."""
     global _waiting, _streams
     with _lock:
-        if _waiting >= settings.TASKHOSTER_MAX_WAITING or _streams >= max_streams():
+        if (
+            _waiting >= settings.TASKHOSTER_MAX_WAITING
+            or _streams >= settings.TASKHOSTER_MAX_STREAMS
+        ):
             return False
         _waiting += 1
         _streams += 1
@@ -54,10 +57,6 @@ def release_stream() -> None:
     with _lock:
         _waiting -= 1
         _streams -= 1
-
-
-def max_streams() -> int:
-    return int(settings.TASKHOSTER_MAX_STREAMS)
 
 
 def held() -> tuple[int, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import orjson
@@ -53,7 +53,7 @@ def event_stream(
     *,
     keepalive: float,
     client_alive: Callable[[], bool] = lambda: True,
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, None]:
     """Yield SSE chunks until the client goes (a failed write closes this generator)."""
     try:
         yield b"retry: %d\n: subscribed\n\n" % RETRY_MS  # headers and a first byte, at once
