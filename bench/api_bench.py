@@ -33,22 +33,11 @@ def parse_args() -> argparse.Namespace:
 
 
 def set_up(tmp: Path, fsync: bool) -> None:
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "http_bench_settings",
-        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
-        "TASKHOSTER_ITEMS_DIR": str(tmp / "items"),
-        "TASKHOSTER_LOGS_DIR": str(tmp / "logs"),
-        "TASKHOSTER_VAR_DIR": str(tmp / "var"),
-        "STATIC_ROOT": str(tmp / "static"),
-        "TASKHOSTER_FSYNC": "1" if fsync else "0",
-        "DEBUG": "0",
-        "TASKHOSTER_HTTPS": "0",
-        "SECRET_KEY": "bench-only-" + "x" * 50,
-        "ALLOWED_HOSTS": "testserver",
-        "LOG_LEVEL": "WARNING",
-    })  # fmt: skip
-    (tmp / "static").mkdir()
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
+    from http_bench_server import site_env
+
+    os.environ.update(site_env(tmp, fsync))
+    (tmp / "static").mkdir()
     import django
 
     django.setup()

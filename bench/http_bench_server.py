@@ -17,6 +17,25 @@ ROOT = Path(__file__).resolve().parent.parent
 HOST, QUEUE, IDLE_QUEUE = "bench.example.com", "work", "idle"
 
 
+def site_env(tmp: Path, fsync: bool) -> dict[str, str]:
+    """The settings of a throw-away site under `tmp` (bench/http_bench_settings.py)."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "http_bench_settings",
+        "PYTHONPATH": f"{ROOT / 'bench'}{os.pathsep}{ROOT}",
+        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "TASKHOSTER_ITEMS_DIR": str(tmp / "items"),
+        "TASKHOSTER_LOGS_DIR": str(tmp / "logs"),
+        "TASKHOSTER_VAR_DIR": str(tmp / "var"),
+        "TASKHOSTER_FSYNC": "1" if fsync else "0",
+        "DEBUG": "0",
+        "TASKHOSTER_HTTPS": "0",
+        "SECRET_KEY": "bench-only-" + "x" * 50,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+        "LOG_LEVEL": "WARNING",
+        "STATIC_ROOT": str(tmp / "static"),
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,22 +58,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "http_bench_settings",
-            "PYTHONPATH": f"{ROOT / 'bench'}{os.pathsep}{ROOT}",
-            "DATABASE_URL": f"sqlite:///{self.tmp / 'db.sqlite3'}",
-            "TASKHOSTER_ITEMS_DIR": str(self.tmp / "items"),
-            "TASKHOSTER_LOGS_DIR": str(self.tmp / "logs"),
-            "TASKHOSTER_VAR_DIR": str(self.tmp / "var"),
-            "TASKHOSTER_FSYNC": "1" if self.fsync else "0",
-            "DEBUG": "0",
-            "TASKHOSTER_HTTPS": "0",
-            "SECRET_KEY": "bench-only-" + "x" * 50,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "LOG_LEVEL": "WARNING",
-            "STATIC_ROOT": str(self.tmp / "static"),
-        }
+        return {**os.environ, **site_env(self.tmp, self.fsync)}
 
     def manage(self, *args: str) -> str:
         done = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env(),
