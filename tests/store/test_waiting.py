@@ -236,3 +236,14 @@ def test_a_waiting_claim_listens_for_creates_where_names_are_made_by_link(monkey
     assert files.creates_by_link() is (files._renameat2 is None)
     monkeypatch.setattr(files, "_links", True)  # what the fallback records once it has run
     assert arrivals() == ARRIVALS | IN_CREATE
+
+
+def test_a_keyed_post_arrives_by_rename_so_a_waiting_claim_hears_it(h):
+    """A keyed post publishes with a no-replace rename, not link(): a link would show only as a
+    create, which a waiting claim no longer listens for, and the claim would sleep through it."""
+    qd = h.store.dirs(HOST, QUEUE, create=True)
+    with watcher().channel([qd.proc_path("pending")], arrivals()) as channel:
+        seen = channel.generation
+        h.post(now=T0, idempotency_key="k-1")
+        assert _moves(channel, seen)
+    assert h.claim(now=T0 + 1) is not None
