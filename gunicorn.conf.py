@@ -33,7 +33,7 @@ threads = int(os.environ.get("TASKHOSTER_WEB_THREADS", "64"))
 # A gthread worker accepts connections while its threads are all busy and queues them behind
 # the waits. The API therefore lets at most TASKHOSTER_MAX_WAITING requests and event streams
 # (threads - 8 by default; streams at most half of them) hold threads per process and answers
-# the rest at once (queues/api/waiting.py), so each process always has threads for others.
+# the rest at once (queues/api/held_threads.py), so each process always has threads for others.
 # A waiting claim lasts at most 60 s; a stream sends a keep-alive every 15 s. Under gthread
 # the timeout watches the worker's main loop, not one request, so a stream is not killed.
 timeout = 90

@@ -136,8 +136,8 @@ def index_memory(root: Path) -> float:
     several times over, so it must never run while the load is timed."""
     store = make_store(root, False)
     tracemalloc.start()
-    with store.lock:
-        store.index(store.dirs(HOST, QUEUE))
+    with store.core.lock:
+        store.core.index(store.dirs(HOST, QUEUE))
     memory = tracemalloc.get_traced_memory()[0] / 1e6
     tracemalloc.stop()
     store.close()
@@ -158,8 +158,8 @@ def claim_cost(root: Path, depth: int, claims: int = 300) -> tuple[float, float,
     store = make_store(root, False)  # a fresh process view: the index loads from the listing
     start = time.perf_counter()
     qd = store.dirs(HOST, QUEUE)
-    with store.lock:
-        store.index(qd)
+    with store.core.lock:
+        store.core.index(qd)
     load = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(claims):

@@ -61,12 +61,12 @@ TASKHOSTER_MAX_BODY_BYTES = env.int("TASKHOSTER_MAX_BODY_BYTES", default=16 * 10
 # (queues/api/memo.py): the bound within which a revocation reaches every process. 0: off.
 TASKHOSTER_API_MEMO_SECONDS = env.float("TASKHOSTER_API_MEMO_SECONDS", default=2.0)
 # How many waiting claims and waiting reads one server process holds at once; past that they
-# answer at once, so threads stay free for other requests (queues/api/waiting.py). The default
+# answer at once, so threads stay free for other requests (queues/api/held_threads.py). The default
 # leaves 8 of gunicorn's threads per process (TASKHOSTER_WEB_THREADS, gunicorn.conf.py).
 TASKHOSTER_MAX_WAITING = env.int(
     "TASKHOSTER_MAX_WAITING", default=max(env.int("TASKHOSTER_WEB_THREADS", default=64) - 8, 1)
 )
-# How many of those an event stream may hold (queues/api/waiting.py): half, by default, so
+# How many of those an event stream may hold (queues/api/held_threads.py): half, by default, so
 # waiting claims keep the other half however many monitors connect.
 TASKHOSTER_MAX_STREAMS = env.int(
     "TASKHOSTER_MAX_STREAMS", default=max(TASKHOSTER_MAX_WAITING // 2, 1)

@@ -6,7 +6,7 @@ the queue's settings. Reading a task to learn whose it is comes first where owne
 
 from typing import Any
 
-from queues.api import waiting
+from queues.api import held_threads
 from queues.api.context import QueueContext
 from queues.models import Role
 from queues.services import get_store
@@ -40,7 +40,7 @@ def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None 
     task = ctx.check_visible(store.read(ctx.host, ctx.queue, task_id))
     since = task.updated_at if since is None else since
     if wait > 0 and task.updated_at == since:  # changed already: nothing to wait for
-        with waiting.slot() as may_wait:
+        with held_threads.slot() as may_wait:
             if may_wait:
                 task = store.wait_for_change(
                     ctx.host, ctx.queue, task_id, since=since, wait_seconds=wait
@@ -93,7 +93,7 @@ def claim(
     }
     if wait <= 0:
         return store.claim(ctx.host, ctx.queue, **options), False
-    with waiting.slot() as may_wait:
+    with held_threads.slot() as may_wait:
         if may_wait:
             return store.wait_claim(ctx.host, ctx.queue, wait_seconds=wait, **options), False
     return store.claim(ctx.host, ctx.queue, **options), True

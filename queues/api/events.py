@@ -21,7 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from queues.api import waiting
+from queues.api import held_threads
 from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
@@ -30,7 +30,7 @@ from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.services import get_store
 from queues.store import paths
-from queues.store.waiting import APPENDS, watcher
+from queues.store.inotify import APPENDS, watcher
 
 # A stream the process has no thread for: EventSource reconnects after `retry` (and resumes
 # from Last-Event-ID), where an error status would make it give up for good.
@@ -63,7 +63,7 @@ class HeldStream:
         finally:
             if self._held:
                 self._held = False
-                waiting.release_stream()
+                held_threads.release_stream()
 
 
 def sse_response(chunks: Iterable[bytes]) -> StreamingHttpResponse:
@@ -157,14 +157,14 @@ class EventStreamView(APIView):
             paths.validate_task_id(task_id)  # not a task id: the uniform 404
         check_subscriber(ctx, task_id)
         position = start_position(request)
-        if not waiting.take_stream():
+        if not held_threads.take_stream():
             busy = sse_response([BUSY])
             busy["Retry-After"] = str(BUSY_RETRY_SECONDS)
             return busy
         try:
             return self._stream(request, ctx, task_id, position)
         except BaseException:
-            waiting.release_stream()
+            held_threads.release_stream()
             raise
 
     def _stream(

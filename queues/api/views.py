@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from queues.api import actions, inputs, waiting
+from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
@@ -191,7 +191,9 @@ class ClaimView(APIView):
         )
         if not tasks:
             # A claim that could not wait (too many waiting here) says when to come back.
-            retry = {"Retry-After": str(waiting.CROWDED_RETRY_AFTER_SECONDS)} if crowded else None
+            retry = (
+                {"Retry-After": str(held_threads.CROWDED_RETRY_AFTER_SECONDS)} if crowded else None
+            )
             return Response(status=204, headers=retry)
         records = [task.to_record() for task in tasks]
         return Response({"tasks": records} if many else records[0])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from queues.store.waiting import Channel
+from queues.store.inotify import Channel
 
 from .tail import LogTail, Position
 

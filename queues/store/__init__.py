@@ -20,14 +20,17 @@ from .errors import (
     StoreError,
 )
 from .eventlog import EventLog
-from .records import Lease, State, Task
+from .paths import STATE_DIRS
+from .records import STATUSES, Lease, State, Task
 from .results import ANY, PostResult, QueueStats, TaskPage
 from .settings import QueueSettings, StoreConfig
-from .store import QueueStore
-from .sweep import SweepReport, sweep_all, sweep_queue
+from .store import QueueStore, sweep_all, sweep_queue
+from .sweep import SweepReport
 
 __all__ = [
     "ANY",
+    "STATE_DIRS",
+    "STATUSES",
     "CorruptRecord",
     "EventLog",
     "IdempotencyKeyReused",

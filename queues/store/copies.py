@@ -20,7 +20,7 @@ from .errors import CorruptRecord, NotFound, StorageUnavailable
 from .paths import QueueDirs
 from .records import Task
 
-_PRECEDENCE = {"done": 0, "processing": 1, "pending": 2}  # ties (never written by us) go to done
+PRECEDENCE = {"done": 0, "processing": 1, "pending": 2}  # ties (never written by us) go to done
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def copies(qd: QueueDirs, task_id: str) -> list[Copy]:
             continue
         if copy is not None and copy.task.id == task_id:
             found.append(copy)
-    found.sort(key=lambda c: (c.task.rev, _PRECEDENCE[c.directory]), reverse=True)
+    found.sort(key=lambda c: (c.task.rev, PRECEDENCE[c.directory]), reverse=True)
     return found
 
 

@@ -88,13 +88,16 @@ class StorageUnavailable(StoreError):
 
 
 class InvalidTransition(StoreError):
-    """This transition is not in the store's table."""
+    """A change the store's transition table does not allow: a bug in the store, never the
+    caller's fault, so it answers as an internal error. Nothing was written."""
 
-    code = "invalid_request"
+    code = "internal"
 
-    def __init__(self, task_id: str, source: str, target: str) -> None:
-        self.task_id, self.source, self.target = task_id, source, target
-        super().__init__(f"Task {task_id} cannot go from {source} to {target}.")
+    def __init__(self, task_id: str, source: str, target: str, event: str | None) -> None:
+        self.task_id, self.source, self.target, self.event = task_id, source, target, event
+        super().__init__(
+            f"Task {task_id} cannot go from {source} to {target} with event {event or 'none'}."
+        )
 
 
 class CorruptRecord(StoreError):

@@ -116,7 +116,7 @@ def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
     """Give the temp its final name only if that name is free (FileExistsError otherwise).
 
     A no-replace rename rather than a link: the name then arrives as a rename, the one event a
-    waiting claim listens for (queues.store.waiting.ARRIVALS)."""
+    waiting claim listens for (queues.store.inotify.ARRIVALS)."""
     try:
         rename_noreplace(dir_fd, temp, dir_fd, name)
     except BaseException:

@@ -16,8 +16,8 @@ import orjson
 
 from . import files, paths
 from .errors import CorruptRecord
+from .inotify import ChangeLog, Subscription
 from .records import State, Task, parse_record
-from .waiting import ChangeLog, Subscription
 
 
 class PendingIndex:

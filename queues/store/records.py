@@ -27,28 +27,46 @@ class State(StrEnum):
         return self.directory == "done"
 
 
-# (from, to) -> the event it logs (None: a recorded change with no event line). Everything else
-# is refused with InvalidTransition and changes nothing.
-TRANSITIONS: dict[tuple[State, State], str | None] = {
-    (State.PENDING, State.PROCESSING): "claimed",
-    (State.PROCESSING, State.PROCESSING): "progress",
-    (State.PROCESSING, State.FINISHED): "result",
-    (State.PROCESSING, State.FAILED): "failed",
-    (State.PENDING, State.FAILED): "timeout",
-    (State.PROCESSING, State.PENDING): "requeue",
-    (State.PENDING, State.CANCELLED): "cancelled",
-    (State.PROCESSING, State.CANCELLED): "cancelled",
-    (State.FAILED, State.PENDING): "retried",
-    (State.CANCELLED, State.PENDING): "retried",
-    (State.FINISHED, State.FINISHED): "fetched",
-    (State.FAILED, State.FAILED): "fetched",
-    (State.CANCELLED, State.CANCELLED): "fetched",
-}
+# Every change the store may make, as (source, target, event) (store.md, "Transitions"). A source
+# of None is a new task, a target of None a deleted one; an event of None a recorded change that
+# writes no event line. QueueCore checks every record written and every event line against it: a
+# triple not here is a bug in the store, refused with InvalidTransition before anything changes.
+TRANSITIONS: frozenset[tuple[State | None, State | None, str | None]] = frozenset(
+    {
+        (None, State.PENDING, "posted"),
+        (State.PENDING, State.PROCESSING, "claimed"),
+        (State.PROCESSING, State.PROCESSING, "progress"),
+        (State.PROCESSING, State.FINISHED, "result"),
+        (State.PROCESSING, State.FAILED, "failed"),
+        (State.PENDING, State.FAILED, "timeout"),
+        (State.PROCESSING, State.FAILED, "timeout"),
+        (State.PROCESSING, State.PENDING, "requeue"),
+        # the sweep's requeue of an interrupted claim: a pending record found in processing/
+        (State.PENDING, State.PENDING, "requeue"),
+        (State.PENDING, State.CANCELLED, "cancelled"),
+        (State.PROCESSING, State.PROCESSING, None),  # a cancel requested of a running task
+        (State.PROCESSING, State.CANCELLED, "cancelled"),
+        (State.FAILED, State.PENDING, "retried"),
+        (State.CANCELLED, State.PENDING, "retried"),
+        *((state, state, "fetched") for state in State if state.terminal),
+        *((state, None, "cleaned") for state in State if state.terminal),
+    }
+)
+
+# Every status a task can have, in the order of its life; the API, the console and tasklogs
+# take their lists from here.
+STATUSES: tuple[str, ...] = tuple(state.value for state in State)
 
 
-def check_transition(task_id: str, source: State, target: State) -> None:
-    if (source, target) not in TRANSITIONS:
-        raise InvalidTransition(task_id, source.value, target.value)
+def check_transition(
+    task_id: str, source: State | None, target: State | None, event: str | None
+) -> None:
+    if (source, target, event) not in TRANSITIONS:
+        raise InvalidTransition(task_id, _name(source), _name(target), event)
+
+
+def _name(state: State | None) -> str:
+    return state.value if state is not None else "nothing"
 
 
 @dataclass(frozen=True, kw_only=True)

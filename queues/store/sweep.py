@@ -4,6 +4,7 @@ It also reconciles what a crash can leave behind (two copies of a task: the high
 the others are deleted; stale temp files) and quarantines corrupt or symlinked task files. Every
 change locks the task file first (without waiting), so it is safe beside any number of API calls
 and other sweeps; one `sweep_all` runs at a time under a non-blocking flock at the items root.
+Its functions take the QueueCore; QueueStore's module gives them their public face.
 """
 
 from __future__ import annotations
@@ -12,17 +13,14 @@ import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
 
-from . import copies, files, paths, posting
+from . import copies, files, paths
 from .clock import now_ms
+from .core import QueueCore
 from .errors import CorruptRecord, StoreError
 from .paths import QueueDirs
 from .records import State, Task
 from .settings import QueueSettings
-
-if TYPE_CHECKING:
-    from .store import QueueStore
 
 STALE_TEMP_MS = 60_000  # a temp file this old belongs to a writer that died
 
@@ -52,22 +50,22 @@ class SweepReport:
 
 
 def sweep_queue(
-    store: QueueStore, host: str, queue: str, settings: QueueSettings, *, now: int
+    core: QueueCore, host: str, queue: str, settings: QueueSettings, *, now: int
 ) -> SweepReport:
     report = SweepReport(queues=1)
-    qd = store.dirs(host, queue)
+    qd = core.dirs(host, queue)
     _remove_temps(qd, now, report)
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
-    with store.lock:
-        known = dict(store.index(qd).entries)
+    with core.lock:
+        known = dict(core.index(qd).entries)
     for task_id in sorted(set().union(*listed.values())):
         where = [d for d in paths.STATE_DIRS if task_id in listed[d]]
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
         if where == ["pending"] and fresh:
             continue  # the index knows its postedAt: no need to read the file
-        best = _settle(store, qd, task_id, where, now, report)
+        best = _settle(core, qd, task_id, where, now, report)
         if best is not None:
-            _apply_rules(store, qd, best, settings, now, report)
+            _apply_rules(core, qd, best, settings, now, report)
     return report
 
 
@@ -90,7 +88,7 @@ def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
 
 
 def _settle(
-    store: QueueStore, qd: QueueDirs, task_id: str, where: list[str], now: int, report: SweepReport
+    core: QueueCore, qd: QueueDirs, task_id: str, where: list[str], now: int, report: SweepReport
 ) -> copies.Copy | None:
     """Read every copy; quarantine corrupt ones; delete all but the highest rev."""
     found = []
@@ -98,28 +96,28 @@ def _settle(
         try:
             task = copies.read_copy(qd, directory, task_id)
         except CorruptRecord:
-            _quarantine(store, qd, directory, task_id, now, report)
+            _quarantine(core, qd, directory, task_id, now, report)
             continue
         if task is not None and task.id == task_id:
             found.append(copies.Copy(directory, task))
         elif task is not None:  # a record under another id's name
-            _quarantine(store, qd, directory, task_id, now, report)
+            _quarantine(core, qd, directory, task_id, now, report)
     if not found:
         return None
-    found.sort(key=lambda c: (c.task.rev, copies._PRECEDENCE[c.directory]), reverse=True)
+    found.sort(key=lambda c: (c.task.rev, copies.PRECEDENCE[c.directory]), reverse=True)
     for loser in found[1:]:
-        if _locked_unlink(store, qd, loser):
+        if _locked_unlink(core, qd, loser):
             report.reconciled += 1
     return found[0]
 
 
-def _locked_unlink(store: QueueStore, qd: QueueDirs, c: copies.Copy) -> bool:
+def _locked_unlink(core: QueueCore, qd: QueueDirs, c: copies.Copy) -> bool:
     """Delete a copy unless someone holds it or changed it since we read it."""
     fd = _try_lock(qd, c)
     if fd is None:
         return False
     try:
-        files.unlink(qd.fd(c.directory), paths.task_file(c.task.id), fsync=store.fsync)
+        files.unlink(qd.fd(c.directory), paths.task_file(c.task.id), fsync=core.fsync)
         return True
     finally:
         os.close(fd)
@@ -137,24 +135,14 @@ def _try_lock(qd: QueueDirs, c: copies.Copy) -> int | None:
 
 
 def _quarantine(
-    store: QueueStore, qd: QueueDirs, directory: str, task_id: str, now: int, report: SweepReport
+    core: QueueCore, qd: QueueDirs, directory: str, task_id: str, now: int, report: SweepReport
 ) -> None:
-    """Move a corrupt or symlinked file aside (never following it) and log it."""
-    try:
-        files.rename_aside(
-            qd.fd(directory),
-            paths.task_file(task_id),
-            qd.fd(paths.QUARANTINE_DIR),
-            f"{task_id}.{directory}.{now}",
-        )
-    except FileNotFoundError:
-        return
-    store.log.quarantined(qd.host, qd.queue, task_id, now=now)
-    report.quarantined += 1
+    if core.quarantine(qd, directory, task_id, now=now):
+        report.quarantined += 1
 
 
 def _apply_rules(
-    store: QueueStore,
+    core: QueueCore,
     qd: QueueDirs,
     best: copies.Copy,
     settings: QueueSettings,
@@ -166,11 +154,11 @@ def _apply_rules(
         new = task.replace(
             status=State.FAILED, error="timeout", lease=None, updated_at=now, finished_at=now
         )
-        _change(store, qd, best, new, "timeout", now, settings, archive={"error": "timeout"})
+        _change(core, qd, best, new, "timeout", now, settings, archive={"error": "timeout"})
         report.timeout += 1
     elif best.directory == "processing" and task.status is State.PENDING:
         # a claim that crashed between its rename and its rewrite: the attempt never began
-        if _change(store, qd, best, task.replace(updated_at=now), "requeue", now, settings):
+        if _change(core, qd, best, task.replace(updated_at=now), "requeue", now, settings):
             report.requeue += 1
     elif best.directory == "processing" and task.lease is not None and task.lease.until <= now:
         if task.max_attempts and task.attempts >= task.max_attempts:
@@ -178,17 +166,17 @@ def _apply_rules(
                 status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
             )
             report.failed += _change(
-                store, qd, best, new, "failed", now, settings, archive={"error": "attempts"}
+                core, qd, best, new, "failed", now, settings, archive={"error": "attempts"}
             )
         else:
             new = task.replace(status=State.PENDING, lease=None, updated_at=now)
-            report.requeue += _change(store, qd, best, new, "requeue", now, settings)
+            report.requeue += _change(core, qd, best, new, "requeue", now, settings)
     elif best.directory == "done" and _retention_over(task, settings, now):
-        report.cleaned += _clean(store, qd, best, now)
+        report.cleaned += _clean(core, qd, best, now)
 
 
 def _change(
-    store: QueueStore,
+    core: QueueCore,
     qd: QueueDirs,
     best: copies.Copy,
     new: Task,
@@ -202,22 +190,17 @@ def _change(
         return False  # a worker or another sweep is changing it: next sweep
     try:
         worker = best.task.lease.worker if best.task.lease else None
-        if new.status is State.PENDING and best.task.status is State.PENDING:
-            copies.commit(qd, best.directory, new, fsync=store.fsync)  # an interrupted claim
-            store.note_pending(qd, new)
-            store.log.append(new, event, now=now, worker=worker)
-        else:
-            store.apply(
-                qd,
-                best.directory,
-                best.task,
-                new,
-                event,
-                now=now,
-                worker=worker,
-                archive=archive,
-                settings=settings,
-            )
+        core.apply(
+            qd,
+            best.directory,
+            best.task,
+            new,
+            event,
+            now=now,
+            worker=worker,
+            archive=archive,
+            settings=settings,
+        )
         return True
     finally:
         os.close(fd)
@@ -232,23 +215,19 @@ def _retention_over(task: Task, settings: QueueSettings, now: int) -> bool:
     return now >= finished + settings.retain_seconds * 1000
 
 
-def _clean(store: QueueStore, qd: QueueDirs, best: copies.Copy, now: int) -> bool:
+def _clean(core: QueueCore, qd: QueueDirs, best: copies.Copy, now: int) -> bool:
     fd = _try_lock(qd, best)
     if fd is None:
         return False
     try:
-        # the key goes first: a crash in between leaves a task without a key, never a key
-        # that would bring a cleaned task back
-        posting.remove_key(qd, best.task, fsync=store.fsync)
-        files.unlink(qd.fd("done"), paths.task_file(best.task.id), fsync=store.fsync)
+        core.remove(qd, best.task, now=now)
     finally:
         os.close(fd)
-    store.log.append(best.task, "cleaned", now=now)
     return True
 
 
 def sweep_all(
-    store: QueueStore,
+    core: QueueCore,
     settings_for: Callable[[str, str], QueueSettings | None],
     *,
     now: int | None = None,
@@ -259,7 +238,7 @@ def sweep_all(
         paths.SWEEP_LOCK,
         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
         0o644,
-        dir_fd=store.root_fd,
+        dir_fd=core.root_fd,
     )
     try:
         try:
@@ -267,15 +246,15 @@ def sweep_all(
         except BlockingIOError:
             return SweepReport(skipped=True)
         report = SweepReport()
-        for host, queue in store.queues():
+        for host, queue in core.queues():
             settings = settings_for(host, queue)
             if settings is None:
                 continue  # not a configured queue: leave its files alone
             try:
-                report.add(sweep_queue(store, host, queue, settings, now=now))
+                report.add(sweep_queue(core, host, queue, settings, now=now))
             except StoreError as exc:
                 report.errors.append(f"{host}/{queue}: {exc.detail}")
-        report.logs_pruned = store.log.prune(now=now, retain_days=store.config.log_retain_days)
+        report.logs_pruned = core.prune_logs(now=now)
         return report
     finally:
         os.close(lock)

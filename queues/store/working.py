@@ -1,4 +1,4 @@
-"""The worker's verbs: claim, progress, finish, fail. Bound as methods of QueueStore."""
+"""The worker's verbs: claim (and wait to claim), progress, finish, fail."""
 
 from __future__ import annotations
 
@@ -6,19 +6,17 @@ import contextlib
 import functools
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import copies, files, paths
 from .clock import now_ms
+from .core import QueueCore
 from .errors import CorruptRecord, InvalidRequest, LeaseLost, StorageUnavailable
+from .inotify import arrivals, watcher
 from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
 from .settings import QueueSettings
-from .waiting import arrivals, watcher
-
-if TYPE_CHECKING:
-    from .store import QueueStore
 
 
 def _lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
@@ -49,7 +47,7 @@ def _check_worker(worker: Any) -> str:
 
 
 def claim(
-    self: QueueStore,
+    core: QueueCore,
     host: str,
     queue: str,
     *,
@@ -66,26 +64,26 @@ def claim(
         raise InvalidRequest("max must be an integer from 1 to 100.")
     if settings.paused:
         return []
-    qd = self.dirs(host, queue, create=True)
+    qd = core.dirs(host, queue, create=True)
     claimed: list[Task] = []
     busy: list[str] = []
     while len(claimed) < max_tasks:
-        with self.lock:
-            index = self.index(qd)
+        with core.lock:
+            index = core.index(qd)
             task_id = index.take(now)
         if task_id is None:
             break
         try:
-            outcome = _claim_one(self, qd, task_id, worker=worker, lease_ms=lease_ms, now=now)
+            outcome = _claim_one(core, qd, task_id, worker=worker, lease_ms=lease_ms, now=now)
         except BaseException:
-            with self.lock:  # the file is still pending (the claim put it back): keep it
+            with core.lock:  # the file is still pending (the claim put it back): keep it
                 index.give_back(task_id)
             raise
         if outcome == "busy":
             busy.append(task_id)
         elif isinstance(outcome, Task):
             claimed.append(outcome)
-        with self.lock:
+        with core.lock:
             if outcome == "busy":
                 continue
             if isinstance(outcome, Task) or outcome == "gone":
@@ -93,14 +91,14 @@ def claim(
             else:  # "later": pending still, but not claimable yet (the index learns its new time)
                 index.forget(task_id)
                 index.learn(task_id)
-    with self.lock:
+    with core.lock:
         for task_id in busy:
             index.give_back(task_id)
     return claimed
 
 
 def _claim_one(
-    self: QueueStore, qd: QueueDirs, task_id: str, *, worker: str, lease_ms: int, now: int
+    core: QueueCore, qd: QueueDirs, task_id: str, *, worker: str, lease_ms: int, now: int
 ) -> Task | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins."""
     pending, name = qd.fd("pending"), paths.task_file(task_id)
@@ -125,7 +123,7 @@ def _claim_one(
             return "busy"  # a crash left a copy there: still a candidate once the sweep settles it
         newer = _newer_done(qd, task_id, task.rev)
         if newer:  # an interrupted move to done left this copy behind: it must not run again
-            files.unlink(qd.fd("processing"), name, fsync=self.fsync)
+            files.unlink(qd.fd("processing"), name, fsync=core.fsync)
             return "gone"
         new = task.replace(
             status=State.PROCESSING,
@@ -135,7 +133,7 @@ def _claim_one(
             updated_at=now,
         )
         try:
-            return self.apply(qd, "processing", task, new, "claimed", now=now, worker=worker)
+            return core.apply(qd, "processing", task, new, "claimed", now=now, worker=worker)
         except StorageUnavailable:
             _undo_rename(qd, name)
             raise
@@ -158,7 +156,7 @@ def _newer_done(qd: QueueDirs, task_id: str, rev: int) -> bool:
 
 
 def wait_claim(
-    self: QueueStore,
+    core: QueueCore,
     host: str,
     queue: str,
     *,
@@ -170,8 +168,9 @@ def wait_claim(
 ) -> list[Task]:
     """Claim, blocking up to `wait_seconds`; wakes as soon as any process posts to the queue."""
     deadline = time.monotonic() + max(0.0, float(wait_seconds))
-    claim = functools.partial(
-        self.claim,
+    claim_now = functools.partial(
+        claim,
+        core,
         host,
         queue,
         settings=settings,
@@ -179,22 +178,22 @@ def wait_claim(
         lease_seconds=lease_seconds,
         max_tasks=max_tasks,
     )
-    tasks = claim()  # the common case under load, which then never touches inotify
+    tasks = claim_now()  # the common case under load, which then never touches inotify
     if tasks or wait_seconds <= 0:
         return tasks
-    qd = self.dirs(host, queue, create=True)
+    qd = core.dirs(host, queue, create=True)
     # Only this queue's pending/ wakes it: posts, retries and requeues all land there.
     # Only a task file arriving can make a claim succeed: temp files and names leaving (other
     # claims taking theirs) do not wake it, so a post wakes each waiting claim once, not thrice.
     with watcher().channel([qd.proc_path("pending")], arrivals(), wanted=_task_name) as channel:
         while True:
             generation = channel.generation
-            tasks = claim()  # again, now watched: a post since the first look wakes no one
+            tasks = claim_now()  # again, now watched: a post since the first look wakes no one
             remaining = deadline - time.monotonic()
             if tasks or remaining <= 0:
                 return tasks
-            with self.lock:
-                due = self.index(qd).next_due()
+            with core.lock:
+                due = core.index(qd).next_due()
             if due is not None:  # a delayed task becomes claimable before anything is posted
                 remaining = min(remaining, max(0.001, due / 1000 - time.time()))
             channel.wait(generation, remaining)
@@ -217,7 +216,7 @@ def _held(task: Task, worker: str, attempt: int) -> None:
 
 
 def progress(
-    self: QueueStore,
+    core: QueueCore,
     host: str,
     queue: str,
     task_id: str,
@@ -235,7 +234,7 @@ def progress(
         _lease_ms(settings, lease_seconds)  # refuse a bad value before touching anything
     if progress is not None:
         check_size("progress", progress, settings)
-    qd = self.dirs(host, queue)
+    qd = core.dirs(host, queue)
     with copies.locked(qd, paths.validate_task_id(task_id)) as found:
         task = found.task
         _held(task, worker, attempt)
@@ -250,7 +249,7 @@ def progress(
             changes["progress"] = progress
         new = task.replace(**changes)
         body = {"progress": progress} if progress is not None else {}
-        return self.apply(
+        return core.apply(
             qd,
             found.directory,
             task,
@@ -264,7 +263,7 @@ def progress(
 
 
 def finish(
-    self: QueueStore,
+    core: QueueCore,
     host: str,
     queue: str,
     task_id: str,
@@ -277,14 +276,14 @@ def finish(
 ) -> Task:
     now = now_ms(now)
     check_size("result", result, settings)
-    qd = self.dirs(host, queue)
+    qd = core.dirs(host, queue)
     with copies.locked(qd, paths.validate_task_id(task_id)) as found:
         task = found.task
         _held(task, worker, attempt)
         new = task.replace(
             status=State.FINISHED, result=result, lease=None, updated_at=now, finished_at=now
         )
-        return self.apply(
+        return core.apply(
             qd,
             found.directory,
             task,
@@ -298,7 +297,7 @@ def finish(
 
 
 def fail(
-    self: QueueStore,
+    core: QueueCore,
     host: str,
     queue: str,
     task_id: str,
@@ -316,7 +315,7 @@ def fail(
     now = now_ms(now)
     if result is not None:
         check_size("result", result, settings)
-    qd = self.dirs(host, queue)
+    qd = core.dirs(host, queue)
     with copies.locked(qd, paths.validate_task_id(task_id)) as found:
         task = found.task
         _held(task, worker, attempt)
@@ -350,7 +349,7 @@ def fail(
         body = {"result": result} if result is not None else {}
         if new.error:
             body["error"] = new.error
-        return self.apply(
+        return core.apply(
             qd,
             found.directory,
             task,

@@ -267,10 +267,10 @@ def test_progress_extends_by_the_claims_own_lease(world):
 def test_a_claim_that_cannot_wait_answers_at_once_with_retry_after(world, settings):
     """Past TASKHOSTER_MAX_WAITING waiting requests in a process, a waiting claim does not wait:
     its thread stays free, and Retry-After tells the worker when to come back."""
-    from queues.api import waiting
+    from queues.api import held_threads
 
     settings.TASKHOSTER_MAX_WAITING = 1
-    with waiting.slot() as held:  # another request of this process is already waiting
+    with held_threads.slot() as held:  # another request of this process is already waiting
         assert held
         started = time.monotonic()
         r = claim(world, wait=5)
@@ -284,12 +284,12 @@ def test_a_claim_that_cannot_wait_answers_at_once_with_retry_after(world, settin
 
 
 def test_a_waiting_read_that_cannot_wait_answers_at_once(world, settings):
-    from queues.api import waiting
+    from queues.api import held_threads
 
     settings.TASKHOSTER_MAX_WAITING = 1
     task = world.post()
     alice = world.client("alice")
-    with waiting.slot():
+    with held_threads.slot():
         started = time.monotonic()
         r = alice.get(f"{url(HOST, QUEUE)}/{task.id}", {"wait": 5, "since": task.updated_at})
         assert time.monotonic() - started < 2

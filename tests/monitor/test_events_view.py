@@ -5,7 +5,7 @@ import json
 import pytest
 from rest_framework.test import APIRequestFactory
 
-from queues.api import waiting
+from queues.api import held_threads
 from queues.api.events import EventStreamView
 from queues.services import get_store, grant
 from queues.tokens import issue_token
@@ -93,32 +93,32 @@ def test_streams_hold_at_most_their_share_of_the_waiting_threads(queue, settings
     settings.TASKHOSTER_MAX_WAITING, settings.TASKHOSTER_MAX_STREAMS = 3, 2
     operator = token_for("olga", "operator")
     first, second = subscribe(operator), subscribe(operator)
-    assert waiting.held() == (2, 2)
+    assert held_threads.held() == (2, 2)
     busy = subscribe(operator)
     assert busy.status_code == 200 and busy["Retry-After"] == "5"
     assert b"".join(busy.streaming_content).startswith(b"retry: 5000\n:")
-    assert waiting.held() == (2, 2)  # the refused one holds nothing
-    with waiting.slot() as claim_may_wait:  # a waiting claim still gets the third thread
+    assert held_threads.held() == (2, 2)  # the refused one holds nothing
+    with held_threads.slot() as claim_may_wait:  # a waiting claim still gets the third thread
         assert claim_may_wait
-        assert waiting.held() == (3, 2)
+        assert held_threads.held() == (3, 2)
     first.close()  # closed before its first chunk was read: the thread is free all the same
-    assert waiting.held() == (1, 1)
+    assert held_threads.held() == (1, 1)
     third = subscribe(operator)
     assert next(iter(third.streaming_content)).startswith(b"retry: 2000")
     second.close()
     third.close()
-    assert waiting.held() == (0, 0)
+    assert held_threads.held() == (0, 0)
 
 
 @pytest.mark.django_db
 def test_streams_and_waiting_requests_share_one_limit(queue, settings):
     settings.TASKHOSTER_MAX_WAITING, settings.TASKHOSTER_MAX_STREAMS = 2, 2
     operator = token_for("olga", "operator")
-    with waiting.slot(), waiting.slot():  # two waiting claims hold every waiting thread
+    with held_threads.slot(), held_threads.slot():  # two waiting claims hold every waiting thread
         refused = subscribe(operator)
         assert refused["Retry-After"] == "5"
     stream = subscribe(operator)
-    assert waiting.held() == (1, 1)
+    assert held_threads.held() == (1, 1)
     stream.close()
 
 
@@ -129,4 +129,4 @@ def test_a_stream_that_fails_to_start_gives_its_thread_back(queue, settings, tmp
     settings.TASKHOSTER_LOGS_DIR = blocker  # the stream cannot make its tasks/ directory
     with pytest.raises(OSError):
         subscribe(token_for("olga", "operator"))
-    assert waiting.held() == (0, 0)
+    assert held_threads.held() == (0, 0)

@@ -8,7 +8,7 @@ import pytest
 
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
-from queues.store.waiting import APPENDS, watcher
+from queues.store.inotify import APPENDS, watcher
 
 D1, D2, D3 = dt.date(2025, 7, 1), dt.date(2025, 7, 2), dt.date(2025, 7, 3)
 

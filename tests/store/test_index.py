@@ -6,7 +6,7 @@ import os
 import time
 
 from queues.store import QueueStore
-from queues.store.waiting import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, changes
+from queues.store.inotify import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, changes
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
 
@@ -88,7 +88,7 @@ def test_a_late_moved_out_event_does_not_drop_a_task_this_process_put_back(h):
     assert _settled(h.store, 1) == 1
     # Deliver the stale event by hand, last, as the watcher thread may when it runs late.
     w = changes()
-    sub = h.store._indexes[(HOST, QUEUE)]._sub
+    sub = h.store.core._indexes[(HOST, QUEUE)]._sub
     wd = next(wd for wd, group in w._subs.items() if sub in group)
     with w.lock:
         w._dispatch(wd, IN_MOVED_FROM, f"{task.id}.json")

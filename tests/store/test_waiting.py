@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from queues.store import QueueSettings, QueueStore, files
-from queues.store.waiting import (
+from queues.store import QueueSettings, QueueStore, files, working
+from queues.store.inotify import (
     APPENDS,
     ARRIVALS,
     ENTRIES,
@@ -84,17 +84,19 @@ def test_two_inotify_instances_serve_claims_streams_and_indexes(h):
     reader.start()
     time.sleep(0.1)
     assert thread.is_alive() and reader.is_alive()
-    assert stream.listening and h.store._indexes[(HOST, QUEUE)]._sub is not None
+    assert stream.listening and h.store.core._indexes[(HOST, QUEUE)]._sub is not None
     assert _inotify_fds() == 2  # the watcher and the change log, however many wait
     thread.join()
     reader.join()
 
 
-def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_its_own(h):
+def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_its_own(
+    h, monkeypatch
+):
     h.store.dirs(HOST, OTHER, create=True)
     calls = []
-    claim = h.store.claim
-    h.store.claim = lambda *a, **kw: calls.append(1) or claim(*a, **kw)
+    claim = working.claim
+    monkeypatch.setattr(working, "claim", lambda *a, **kw: calls.append(1) or claim(*a, **kw))
     thread, got = _wait_claim_in_thread(h, QUEUE, 10.0)
     time.sleep(0.1)
     assert len(calls) == 2  # a look, a second one once watched; both found nothing: it sleeps

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
-from queues.store.waiting import APPENDS, Channel, watcher
+from queues.store.inotify import APPENDS, Channel, watcher
 from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
 from tasklogs.progress import ProgressBar
 

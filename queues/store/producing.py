@@ -1,0 +1,110 @@
+"""The producer's verbs: post a task, read it, fetch its result, wait for it to change."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from . import copies, paths, posting
+from .clock import now_ms
+from .core import QueueCore
+from .inotify import arrivals, watcher
+from .records import State, Task
+from .results import PostResult
+from .settings import QueueSettings
+
+
+def post(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    item: Any,
+    *,
+    settings: QueueSettings,
+    posted_by: str | None,
+    priority: int = 0,
+    delay_seconds: int = 0,
+    idempotency_key: str | None = None,
+    now: int | None = None,
+) -> PostResult:
+    now = now_ms(now)
+    posting.check_item(item, settings)
+    posting.check_options(settings, priority, delay_seconds, idempotency_key)
+    qd = core.dirs(host, queue, create=True)
+    if settings.max_pending:
+        with core.lock:
+            posting.check_room(len(core.index(qd).entries), settings)
+    task = Task(
+        id=secrets.token_hex(8),
+        host=qd.host,
+        queue=qd.queue,
+        status=State.PENDING,
+        item=item,
+        posted_by=posted_by,
+        posted_at=now,
+        updated_at=now,
+        rev=1,
+        priority=priority,
+        available_at=now + delay_seconds * 1000 if delay_seconds else 0,
+        max_attempts=settings.attempt_budget(),
+        idempotency_key=idempotency_key,
+    )
+    prior = core.admit(qd, task, now=now, settings=settings)
+    if prior is not None:
+        return PostResult(task=prior, replayed=True)
+    return PostResult(task=task, replayed=False)
+
+
+def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:
+    """The task as it stands (the highest rev of its copies). Never stamps anything."""
+    paths.validate_task_id(task_id)
+    return copies.winner(core.dirs(host, queue), task_id).task
+
+
+def fetch(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    task_id: str,
+    *,
+    now: int | None = None,
+    current: Task | None = None,
+) -> Task:
+    """The producer's read: the first read of a terminal result sets fetchedAt.
+
+    `current`: the task as the caller has just read it, which spares a second read of
+    every copy; the stamp itself still re-reads the record under its lock."""
+    task = read(core, host, queue, task_id) if current is None else current
+    if not task.status.terminal or task.fetched_at is not None:
+        return task
+    now = now_ms(now)
+    qd = core.dirs(host, queue)
+    with copies.locked(qd, task_id) as found:
+        task = found.task
+        if not task.status.terminal or task.fetched_at is not None:
+            return task  # someone else stamped (or retried) it first
+        new = task.replace(fetched_at=now)
+        return core.apply(qd, found.directory, task, new, "fetched", now=now)
+
+
+def wait_for_change(
+    core: QueueCore, host: str, queue: str, task_id: str, *, since: int, wait_seconds: float
+) -> Task:
+    """Return as soon as the task's updatedAt differs from `since`, or when the wait ends."""
+    qd = core.dirs(host, queue)
+    # Every change of state renames the task's file into one of its queue's state dirs.
+    # (A task deleted meanwhile, by retention, is answered when the wait ends: not found.)
+    dirs = [qd.proc_path(directory) for directory in paths.STATE_DIRS]
+    # Only this task's own name: every other task's transition in the queue used to wake
+    # each waiting read into a read of all its copies.
+    name = paths.task_file(task_id)
+    deadline = time.monotonic() + wait_seconds
+    with watcher().channel(dirs, arrivals(), wanted=name.__eq__) as channel:
+        while True:
+            generation = channel.generation
+            task = read(core, host, queue, task_id)
+            remaining = deadline - time.monotonic()
+            if task.updated_at != since or remaining <= 0:
+                return task
+            channel.wait(generation, remaining)
