@@ -4,6 +4,7 @@ Store errors carry their api.md code; DRF's and Django's own refusals are rename
 vocabulary here, so a client reads one shape whatever layer said no.
 """
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -13,7 +14,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from queues.store.errors import QueueFull, StoreError
+from queues.store.errors import InvalidTransition, QueueFull, StoreError
+
+logger = logging.getLogger(__name__)
 
 # The tenant rule: a foreign or missing host, queue or task, or an invalid name, must answer the
 # same bytes, so the detail never says which of them it was.
@@ -30,7 +33,9 @@ STORE_STATUS = {
     "idempotency_key_reused": status.HTTP_422_UNPROCESSABLE_ENTITY,
     "queue_full": status.HTTP_429_TOO_MANY_REQUESTS,
     "storage_unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
+    "internal": status.HTTP_500_INTERNAL_SERVER_ERROR,
 }
+INTERNAL_DETAIL = "The server failed to handle this request; it has been logged."
 
 # DRF's exception classes -> api.md's code (DRF's default codes differ for a few of them).
 DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
@@ -84,10 +89,27 @@ def _store_refusal(exc: StoreError) -> Response:
     headers = {}
     if isinstance(exc, QueueFull):
         headers["Retry_After"] = str(exc.retry_after)
-    # A store code api.md does not list (an internal transition refusal) is still a bad request.
-    status_code = STORE_STATUS.get(exc.code, status.HTTP_400_BAD_REQUEST)
-    code = exc.code if exc.code in STORE_STATUS else "invalid_request"
-    return refusal(code, exc.detail, status_code, **headers)
+    code = exc.code if exc.code in STORE_STATUS else "internal"
+    if code == "internal":
+        # A bug in the store (a transition its own table refuses): nothing was written, the
+        # client cannot fix it, and the operator must hear of it.
+        _log_internal(exc)
+        return refusal(code, INTERNAL_DETAIL, STORE_STATUS[code])
+    return refusal(code, exc.detail, STORE_STATUS[code], **headers)
+
+
+def _log_internal(exc: StoreError) -> None:
+    if isinstance(exc, InvalidTransition):
+        logger.error(
+            "store refused its own transition: task %s from %s to %s with event %s",
+            exc.task_id,
+            exc.source,
+            exc.target,
+            exc.event,
+            exc_info=exc,
+        )
+    else:
+        logger.error("store internal error: %s", exc.detail, exc_info=exc)
 
 
 def _sentence(detail: Any) -> str:

@@ -29,9 +29,10 @@ _ERRORS = {
     415: "unsupported_media_type",
     422: "idempotency_key_reused",
     429: "queue_full (Retry-After is set)",
+    500: "internal: a bug in the server, which it logs; nothing was written",
     503: "storage_unavailable: nothing was acknowledged",
 }
-ALWAYS = (400, 401, 403, 404, 405, 406, 503)
+ALWAYS = (400, 401, 403, 404, 405, 406, 500, 503)
 WITH_BODY = (*ALWAYS, 413, 415)
 
 

@@ -289,3 +289,27 @@ def test_queue_full_error_carries_retry_after_from_the_store(world, monkeypatch)
     monkeypatch.setattr(world.store, "post", full)
     r = world.client("alice").post(TASKS, {"n": 1}, format="json")
     assert r.status_code == 429 and r["Retry-After"] == "17"
+
+
+def test_a_transition_the_store_refuses_is_a_logged_500_internal(world, monkeypatch, caplog):
+    """A change not in the store's table is the server's bug, not the caller's: 500 with the
+    code internal, a log line naming the task and its states, and nothing written."""
+    task = world.post()
+    store = world.store
+
+    def buggy_cancel(host, queue, task_id, *, settings, now=None):
+        # a cancel that (wrongly) finishes the pending task: the table refuses it in apply
+        current = store.read(host, queue, task_id)
+        wrong = current.replace(status=State.FINISHED, updated_at=current.updated_at + 1)
+        qd = store.dirs(host, queue)
+        return store.core.apply(qd, "pending", current, wrong, "result", now=current.updated_at)
+
+    monkeypatch.setattr(store, "cancel", buggy_cancel)
+    with caplog.at_level("ERROR", logger="queues.api.errors"):
+        r = world.client("alice").post(task_url(task.id, "/cancel"))
+    assert r.status_code == 500 and r.json()["code"] == "internal"
+    assert task.id not in r.json()["detail"]  # the details are for the operator's log
+    [line] = [r for r in caplog.records if r.name == "queues.api.errors" and r.levelname == "ERROR"]
+    assert task.id in line.getMessage() and "pending" in line.getMessage()
+    assert "finished" in line.getMessage()
+    assert store.read(HOST, QUEUE, task.id).status is State.PENDING
