@@ -11,12 +11,11 @@ from django.http import Http404
 from queues.access import operated_queues
 from queues.models import Queue
 from queues.services import get_store
-from queues.store import NotFound, QueueStats, StoreError, Task, TaskPage
+from queues.store import STATUSES, NotFound, QueueStats, StoreError, Task, TaskPage
 
 User = AbstractBaseUser | AnonymousUser
 EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
 PAGE_SIZE = 50
-STATUSES = ("pending", "processing", "finished", "failed", "cancelled")
 
 
 @dataclass(frozen=True)

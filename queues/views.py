@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from queues import console
-from queues.store import StoreError
+from queues.store import STATUSES, StoreError
 
 
 @login_required
@@ -30,7 +30,7 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     tasks = console.queue_tasks(found, status=status, page=page)
     last_page = max((tasks.count + console.PAGE_SIZE - 1) // console.PAGE_SIZE, 1)
     return render(request, "console/queue.html", {
-        "queue": found, "tasks": tasks, "status": status, "statuses": console.STATUSES,
+        "queue": found, "tasks": tasks, "status": status, "statuses": STATUSES,
         "page": page, "last_page": last_page,
     })  # fmt: skip
 

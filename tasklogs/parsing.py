@@ -16,10 +16,10 @@ import orjson
 from queues.store.errors import StoreError
 from queues.store.eventlog import EVENTS
 from queues.store.paths import validate_host, validate_queue, validate_task_id
+from queues.store.records import STATUSES
 
 PAYLOAD_KINDS = ("item", "progress", "result", "error")
 KINDS = frozenset(PAYLOAD_KINDS)
-STATUSES = frozenset({"pending", "processing", "finished", "failed", "cancelled"})
 MAX_WORKER = 255
 
 

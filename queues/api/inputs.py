@@ -10,10 +10,9 @@ from typing import Any
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
-from queues.store import InvalidRequest
+from queues.store import STATUSES, InvalidRequest
 
 MISSING: Any = object()
-STATUSES = ("pending", "processing", "finished", "failed", "cancelled")
 
 
 def json_body(request: Request) -> Any:

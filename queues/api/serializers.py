@@ -3,6 +3,8 @@ the views read bodies with queues.api.inputs and the store decides everything el
 
 from rest_framework import serializers
 
+from queues.store import STATUSES
+
 
 class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="api.md's error code, e.g. not_found or lease_lost.")
@@ -35,9 +37,7 @@ class TaskStatusSerializer(_ExtensionFields):
     id = serializers.RegexField(r"^[0-9a-f]{16}$")
     host = serializers.CharField()
     queue = serializers.CharField()
-    status = serializers.ChoiceField(
-        choices=["pending", "processing", "finished", "failed", "cancelled"]
-    )
+    status = serializers.ChoiceField(choices=STATUSES)
     attempts = serializers.IntegerField()
     progress = serializers.JSONField(allow_null=True)
     result = serializers.JSONField(allow_null=True)

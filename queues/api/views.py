@@ -24,7 +24,7 @@ from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
-from queues.store import State, TaskPage
+from queues.store import STATUSES, State, TaskPage
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
@@ -78,7 +78,7 @@ class TasksView(APIView):
         summary="List tasks, newest first: the caller's own, or all for an operator",
         parameters=[
             *QUEUE,
-            OpenApiParameter("status", str, OpenApiParameter.QUERY, enum=inputs.STATUSES),
+            OpenApiParameter("status", str, OpenApiParameter.QUERY, enum=STATUSES),
             _int_query("limit", "1..200, default 50; out-of-range values are clamped."),
             _int_query("offset", "Tasks to skip."),
         ],
