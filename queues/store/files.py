@@ -2,8 +2,9 @@
 
 Each call passes through `FAULTS.step(kind)` first: tests set `FAULTS` in a child process to make
 the k-th call fail with an errno or end the process with `os._exit`, without mocking `os`.
-Only EIO/ENOSPC-like errors become StorageUnavailable; a lost race (FileNotFoundError,
-FileExistsError) propagates for the caller to treat as "someone else changed it".
+Only EIO/ENOSPC-like errors (and running out of descriptors) become StorageUnavailable; a lost
+race (FileNotFoundError, FileExistsError) propagates for the caller to treat as "someone else
+changed it".
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from dataclasses import dataclass, field
 from .errors import StorageUnavailable
 
 TEMP_PREFIX = ".tmp-"  # never ends in .json, so listings of task files never see a temp file
-_STORAGE_ERRNOS = {errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+# the store cannot write now: the disk (full, failing, read-only) or the process (out of file
+# descriptors, EMFILE; or the system, ENFILE), never the request
+_STORAGE_ERRNOS = {errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE, errno.ENFILE}
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _RENAME_NOREPLACE = 1
@@ -55,6 +58,22 @@ class Faults:
 
 
 FAULTS = Faults()
+
+
+# What reading a task file's name can meet that is no task file (a symlink planted in the store,
+# a directory, a socket): the sweep quarantines it, and claims pass it by.
+_NOT_A_TASK_FILE = {errno.ELOOP, errno.EISDIR, errno.ENXIO}
+
+
+def gone_or_not_a_task_file(exc: OSError) -> bool:
+    """Whether a read's OSError means "no task here": vanished, or not a task file. Anything
+    else (EMFILE, EIO, ...) says the store cannot read now and must not be taken for either."""
+    return isinstance(exc, FileNotFoundError) or exc.errno in _NOT_A_TASK_FILE
+
+
+def unreadable(exc: OSError) -> StorageUnavailable:
+    """A read the store could not make now (out of descriptors, an I/O error): a 503."""
+    return StorageUnavailable(f"The store could not read a task: {exc.strerror}.")
 
 
 def _storage(exc: OSError) -> OSError | StorageUnavailable:

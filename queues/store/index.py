@@ -30,11 +30,15 @@ class PendingIndex:
         self._taken: dict[str, tuple[int, int, int, bool]] = {}  # ids a claim is trying now
         self._sub: Subscription | None = changes.subscribe(proc_path)
         self._mtime = -1
+        # A name could not be read (out of descriptors, say): list the directory again at the
+        # next refresh, since the name drained from inotify would otherwise be lost until the
+        # task moves again.
+        self._stale = False
 
     def refresh(self) -> None:
         if self._sub is not None and self._sub.listening:
             overflowed, names = self._sub.drain()
-            if not overflowed:
+            if not overflowed and not self._stale:
                 for name, present in names.items():
                     task_id = paths.task_id_of(name)
                     if task_id is None:
@@ -49,12 +53,13 @@ class PendingIndex:
                 return
         else:  # no inotify, or no more (the directory went, or this is a forked child)
             mtime = os.stat(self._fd).st_mtime_ns
-            if mtime == self._mtime:
+            if mtime == self._mtime and not self._stale:
                 return
             self._mtime = mtime
         self._rescan()
 
     def _rescan(self) -> None:
+        self._stale = False  # learn() sets it again if a name cannot be read
         present = set()
         for entry in os.scandir(self._fd):
             task_id = paths.task_id_of(entry.name)
@@ -66,12 +71,22 @@ class PendingIndex:
             del self.entries[task_id]
 
     def learn(self, task_id: str) -> None:
+        """Index a pending name, or drop it if it is gone or corrupt (the sweep quarantines
+        it). StorageUnavailable if it cannot be read now; the next refresh tries again."""
+        try:
+            data = files.read_at(self._fd, paths.task_file(task_id))
+        except OSError as exc:
+            if not files.gone_or_not_a_task_file(exc):
+                self._stale = True
+                raise files.unreadable(exc) from exc
+            self.entries.pop(task_id, None)
+            return
         try:
             # the record's checked fields, without building a Task: a first claim on a deep
             # queue reads every pending file, and the Task was most of the time per file
-            values = parse_record(orjson.loads(files.read_at(self._fd, paths.task_file(task_id))))
-        except (OSError, ValueError, CorruptRecord):
-            self.entries.pop(task_id, None)  # gone, or corrupt: the sweep quarantines it
+            values = parse_record(orjson.loads(data))
+        except (ValueError, CorruptRecord):
+            self.entries.pop(task_id, None)
             return
         if values["status"] is State.PENDING:
             self._put(task_id, _key(values))

@@ -104,8 +104,12 @@ def _claim_one(
     pending, name = qd.fd("pending"), paths.task_file(task_id)
     try:
         fd = files.lock_at(pending, name, block=False)
-    except OSError:
-        return "gone"  # claimed by someone else, or not a regular file (the sweep quarantines)
+    except OSError as exc:
+        # claimed by someone else, or not a regular file (the sweep quarantines it); anything
+        # else (out of descriptors) is no answer about the task: the caller gives it back
+        if files.gone_or_not_a_task_file(exc):
+            return "gone"
+        raise files.unreadable(exc) from exc
     if fd is None:
         return "busy"
     try:
@@ -113,6 +117,10 @@ def _claim_one(
             task = copies.parse(files.read_fd(fd))
         except CorruptRecord:
             return "gone"
+        except OSError as exc:
+            if files.gone_or_not_a_task_file(exc):
+                return "gone"
+            raise files.unreadable(exc) from exc
         if task.status is not State.PENDING or task.available_at > now:
             return "later" if task.status is State.PENDING else "gone"
         try:

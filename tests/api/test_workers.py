@@ -1,12 +1,13 @@
 """Workers' endpoints: claim, progress, result, fail, and fencing by worker and attempt."""
 
+import errno
 import threading
 import time
 
 import pytest
 
 from queues.services import get_store
-from queues.store import sweep_queue
+from queues.store import files, sweep_queue
 from tests.api.conftest import HOST, QUEUE, url
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +37,20 @@ def test_claim_answers_the_full_record(world):
 def test_claim_with_nothing_to_claim_is_204(world):
     r = claim(world)
     assert r.status_code == 204 and r.content == b""
+
+
+def test_a_claim_out_of_file_descriptors_is_503_and_the_task_stays(world):
+    """EMFILE while the claim writes its record: storage_unavailable, never a 500, and the
+    task is claimable again once descriptors are free (the store's fault injection)."""
+    task = world.post()
+    files.FAULTS.reset()
+    files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = "open", 1, errno.EMFILE
+    try:
+        r = claim(world)
+    finally:
+        files.FAULTS.reset()
+    assert (r.status_code, r.json()["code"]) == (503, "storage_unavailable")
+    assert claim(world).json()["id"] == task.id
 
 
 def test_claim_with_a_lease(world):
