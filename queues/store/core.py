@@ -4,8 +4,9 @@ It holds the configuration, the items root, each queue's directories and pending
 lock that guards those caches, never a disk write), the event log and the payload archive. Every
 record written and every task's event line goes through `admit` (a new task), `apply` (a change)
 or `remove` (retention's delete), each checked against the transition table before anything is
-written. It knows nothing of the verbs: producing, operating, working, listing and sweep hold
-them, as functions that take a QueueCore first; QueueStore (store.py) is their public face.
+written. It knows nothing of the verbs: producing, operating, claiming, working, listing and
+sweep hold them, as functions that take a QueueCore first; QueueStore (store.py) is their public
+face.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 - producing: post, read, fetch, wait_for_change
 - operating: cancel, retry
-- working: claim, wait_claim, progress, finish, fail
+- claiming: claim, wait_claim
+- working: progress, finish, fail
 - listing: list_tasks, stats
 - sweep: sweep_queue, sweep_all (module-level functions here, taking the store)
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import listing, operating, producing, sweep, working
+from . import claiming, listing, operating, producing, sweep, working
 from .core import QueueCore
 from .paths import QueueDirs
 from .records import Task
@@ -152,7 +153,7 @@ class QueueStore:
         max_tasks: int = 1,
         now: int | None = None,
     ) -> list[Task]:
-        return working.claim(
+        return claiming.claim(
             self.core,
             host,
             queue,
@@ -174,7 +175,7 @@ class QueueStore:
         lease_seconds: int | None = None,
         max_tasks: int = 1,
     ) -> list[Task]:
-        return working.wait_claim(
+        return claiming.wait_claim(
             self.core,
             host,
             queue,

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from queues.store import QueueSettings, QueueStore, files, working
+from queues.store import QueueSettings, QueueStore, claiming, files
 from queues.store.inotify import (
     APPENDS,
     ARRIVALS,
@@ -95,8 +95,8 @@ def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_i
 ):
     h.store.dirs(HOST, OTHER, create=True)
     calls = []
-    claim = working.claim
-    monkeypatch.setattr(working, "claim", lambda *a, **kw: calls.append(1) or claim(*a, **kw))
+    claim = claiming.claim
+    monkeypatch.setattr(claiming, "claim", lambda *a, **kw: calls.append(1) or claim(*a, **kw))
     thread, got = _wait_claim_in_thread(h, QUEUE, 10.0)
     time.sleep(0.1)
     assert len(calls) == 2  # a look, a second one once watched; both found nothing: it sleeps
