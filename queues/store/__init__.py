@@ -1,6 +1,13 @@
 """The file-system store: every task is one JSON file, its state is the directory it sits in.
 
 Plain Python with no Django import, so it can be tested, benchmarked and swept on its own.
+
+Where to read: store.py (QueueStore, the public face) delegates each verb to the module that
+holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry), claiming
+(claim, wait_claim), working (progress, finish, fail), listing (list_tasks, stats) and sweep.
+They share core.py's QueueCore, the one place a record is written and logged, checked against
+records.py's table of transitions. Below them: copies (a task's copies and its lock), posting,
+index (claim candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
 """
 
 from .errors import (
