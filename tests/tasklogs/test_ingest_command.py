@@ -26,6 +26,13 @@ def test_an_idle_pass_prints_nothing(append, day_dir: Path) -> None:
     assert (out.getvalue(), err.getvalue()) == ("", "")
 
 
+def test_verbosity_0_prints_nothing_at_all(append, day_dir: Path) -> None:
+    append("2025-01-01", line())
+    out = io.StringIO()
+    call_command("ingest_tasklogs", "--source", str(day_dir), verbosity=0, stdout=out)
+    assert out.getvalue() == ""
+
+
 def test_follow_sums_up_instead_of_a_line_per_event_and_stops_on_ctrl_c(
     live_db, append, day_dir: Path
 ) -> None:

@@ -50,6 +50,7 @@ class Command(BaseCommand):
             source.mkdir(parents=True, exist_ok=True)
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
+        self.quiet = options["verbosity"] == 0
         summary = FollowSummary()
         try:
             # Watch before the first run, so a line appended while it runs still wakes the next.
@@ -77,7 +78,7 @@ class Command(BaseCommand):
         return report, time.monotonic() - started
 
     def _say(self, text: str | None) -> bool:
-        if text is not None:
+        if text is not None and not self.quiet:
             self.stdout.write(text)
             self.stdout.flush()
         return text is not None
