@@ -18,6 +18,7 @@ from pathlib import Path
 from django.db import connection, transaction
 from django.db.models.constants import OnConflict
 
+from queues.monitor.lines import read_complete_lines
 from queues.store.paths import day_of_file
 
 from .models import IngestCursor, TaskEvent
@@ -133,14 +134,14 @@ def ingest_day_file(
 
 def _blocks(fd: int, offset: int, report: IngestReport, name: str) -> Iterator[Block]:
     """(start, complete lines, where the next block starts) from `offset` to the last newline."""
-    while chunk := os.pread(fd, CHUNK_BYTES, offset):
-        end = chunk.rfind(b"\n") + 1
-        if end == 0 and len(chunk) == CHUNK_BYTES:
-            end = _skip_overlong(fd, offset, report, name)
-            chunk = b""
-        if end == 0:
+    while True:
+        read = read_complete_lines(fd, offset, CHUNK_BYTES)
+        block, end = read.lines, len(read.lines)
+        if read.cut:
+            block, end = b"", _skip_overlong(fd, offset, report, name)
+        if not end:
             return  # only a line still being written: left for the next run
-        yield offset, chunk[:end], offset + end
+        yield offset, block, offset + end
         offset += end
 
 

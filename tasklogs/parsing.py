@@ -16,10 +16,15 @@ import orjson
 from queues.store.errors import StoreError
 from queues.store.eventlog import EVENTS
 from queues.store.paths import validate_host, validate_queue, validate_task_id
-from queues.store.records import STATUSES
+from queues.store.records import STATUSES as STATES
 
 PAYLOAD_KINDS = ("item", "progress", "result", "error")
 KINDS = frozenset(PAYLOAD_KINDS)
+# A line's status is the task's state after the event, except on a `quarantined` line: that
+# file could not be read, so no state is known, and it now sits in the queue's quarantine/
+# directory (the directory is the status). Older day-files hold exactly this value too.
+QUARANTINED = "quarantined"
+STATUSES = frozenset(STATES) | {QUARANTINED}
 MAX_WORKER = 255
 
 
@@ -87,6 +92,8 @@ def _record(d: dict[str, Any]) -> EventRecord:
         raise BadLine("unknown event")
     if status not in STATUSES:
         raise BadLine("unknown status")
+    if status == QUARANTINED and event != QUARANTINED:
+        raise BadLine("only a quarantined line has no state")
     if type(attempts) is not int or not 0 <= attempts < 2**31:
         raise BadLine("attempts is not a count")
     if worker is not None and (type(worker) is not str or not 0 < len(worker) <= MAX_WORKER):

@@ -25,7 +25,9 @@ from .models import TaskEvent
 from .parsing import PAYLOAD_KINDS
 
 PAGE_SIZE = 50
-TIMELINE_LIMIT = 2000  # a task reporting progress every second for hours: show the start
+# A timeline page. The first view of a task shows its first page and its last (how it began
+# and how it ended); the pages between are reached by keyset links, as in the event list.
+TIMELINE_PAGE = 200
 _CURSOR = re.compile(r"(\d{1,20})-(\d{1,20})", re.ASCII)
 
 
@@ -47,13 +49,22 @@ class Page:
     newer: str | None  # the cursor of the page before this one, when this is not the first
 
 
+class BadPage(ValueError):
+    """A page parameter this server did not hand out."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Timeline:
     host: str
     queue: str
     task_id: str
-    events: list[TaskEvent]
-    truncated: bool
+    events: list[TaskEvent]  # this page, oldest first
+    # On the first view of a task with events beyond its first page: its last page, shown after
+    # a gap when there are events between (`later` then links to the first of them).
+    last: list[TaskEvent] = field(default_factory=list)
+    earlier: str | None = None  # the cursor of the page before `events`, when there is one
+    later: str | None = None  # the cursor of the page after `events`, when there is one
+    paged: bool = False  # a page reached by a link (not the first view)
     payloads: list[str] = field(default_factory=list)  # kinds any event archived
     current: Any = None  # the task as the store holds it now, or None when it is gone
 
@@ -150,29 +161,100 @@ def _filtered(events: QuerySet[TaskEvent], f: Filters) -> QuerySet[TaskEvent]:
     return events
 
 
-def task_timeline(user: User, host: str, queue: str, task_id: str) -> Timeline | None:
-    """Every event of one task in order, and the task as it is now; None when the user may
-    not see it or nothing is known of it (the same answer, so a 404 says nothing)."""
+def task_timeline(
+    user: User, host: str, queue: str, task_id: str, *, before: str = "", after: str = ""
+) -> Timeline | None:
+    """One page of a task's events in order, and the task as it is now; None when the user may
+    not see it or nothing is known of it (the same answer, so a 404 says nothing).
+
+    Without a cursor: the first page and the last. `after`/`before`: the page just after or
+    just before that event. Each page is a range scan of the (task_id, at, id) index, so a
+    task with a million events pages as fast as one with a thousand. BadPage: a cursor this
+    server did not hand out, or both at once."""
+    if after and before:
+        raise BadPage("after and before together")
+    key = decode_cursor(after or before) if after or before else None
+    if (after or before) and key is None:
+        raise BadPage(after or before)
     if not valid_names(host, queue, task_id) or not may_operate(user, host, queue):
         return None
-    rows = list(
-        TaskEvent.objects.filter(host=host, queue=queue, task_id=task_id).order_by("at", "pk")[
-            : TIMELINE_LIMIT + 1
-        ]
-    )
+    events = TaskEvent.objects.filter(host=host, queue=queue, task_id=task_id)
     current = current_task(host, queue, task_id)
-    if not rows and current is None:
+    if key is None:
+        page = _first_and_last(events)
+    elif after:
+        page = _page_after(events, key)
+    else:
+        page = _page_before(events, key)
+    if not page["events"] and key is None and current is None:
         return None
-    archived = {kind for row in rows for kind in row.archived_kinds}
+    # Every event of the task, not just this page's: a few distinct values at most. (Without
+    # order_by(), the model's ordering would join the DISTINCT and undo it.)
+    archived = events.exclude(archived="").order_by().values_list("archived", flat=True)
+    archived = archived.distinct()
+    kinds = {kind for kinds in archived for kind in kinds.split(",")}
     return Timeline(
         host=host,
         queue=queue,
         task_id=task_id,
-        events=rows[:TIMELINE_LIMIT],
-        truncated=len(rows) > TIMELINE_LIMIT,
         current=current,
-        payloads=[k for k in PAYLOAD_KINDS if k in archived],
+        payloads=[k for k in PAYLOAD_KINDS if k in kinds],
+        paged=key is not None,
+        **page,
     )
+
+
+Key = tuple[dt.datetime, int]
+
+
+def _ascending_after(events: QuerySet[TaskEvent], key: Key | None) -> QuerySet[TaskEvent]:
+    if key is not None:
+        at, pk = key
+        events = events.filter(at__gte=at).exclude(at=at, pk__lte=pk)
+    return events.order_by("at", "pk")
+
+
+def _descending_before(events: QuerySet[TaskEvent], key: Key) -> QuerySet[TaskEvent]:
+    at, pk = key
+    return events.filter(at__lte=at).exclude(at=at, pk__gte=pk).order_by("-at", "-pk")
+
+
+def _key(event: TaskEvent) -> Key:
+    return event.at, event.pk
+
+
+def _first_and_last(events: QuerySet[TaskEvent]) -> dict[str, Any]:
+    first = list(_ascending_after(events, None)[: TIMELINE_PAGE + 1])
+    if len(first) <= TIMELINE_PAGE:
+        return {"events": first}
+    first = first[:TIMELINE_PAGE]
+    # The last page, never reaching back into the first: what lies between is the gap.
+    last = list(_ascending_after(events, _key(first[-1])).reverse()[: TIMELINE_PAGE + 1])
+    if len(last) <= TIMELINE_PAGE:
+        return {"events": first + last[::-1]}  # nothing between: one list
+    return {"events": first, "last": last[:TIMELINE_PAGE][::-1], "later": encode_cursor(first[-1])}
+
+
+def _page_after(events: QuerySet[TaskEvent], key: Key) -> dict[str, Any]:
+    rows = list(_ascending_after(events, key)[: TIMELINE_PAGE + 1])
+    more, rows = len(rows) > TIMELINE_PAGE, rows[:TIMELINE_PAGE]
+    earlier = rows and _descending_before(events, _key(rows[0])).exists()
+    return {
+        "events": rows,
+        "earlier": encode_cursor(rows[0]) if earlier else None,
+        "later": encode_cursor(rows[-1]) if more else None,
+    }
+
+
+def _page_before(events: QuerySet[TaskEvent], key: Key) -> dict[str, Any]:
+    rows = list(_descending_before(events, key)[: TIMELINE_PAGE + 1])
+    more, rows = len(rows) > TIMELINE_PAGE, rows[:TIMELINE_PAGE][::-1]
+    later = rows and _ascending_after(events, _key(rows[-1])).exists()
+    return {
+        "events": rows,
+        "earlier": encode_cursor(rows[0]) if more else None,
+        "later": encode_cursor(rows[-1]) if later else None,
+    }
 
 
 def valid_names(host: str, queue: str, task_id: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
@@ -34,7 +34,21 @@ def event_list(request: HttpRequest) -> HttpResponse:
 @require_safe
 @login_required
 def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
-    timeline = queries.task_timeline(request.user, host, queue, task_id)
+    try:
+        timeline = queries.task_timeline(
+            request.user,
+            host,
+            queue,
+            task_id,
+            after=request.GET.get("after", ""),
+            before=request.GET.get("before", ""),
+        )
+    except queries.BadPage:
+        return HttpResponseBadRequest(
+            "Not a page of this timeline: follow its Earlier and Later links, or open it "
+            "without after= and before=.",
+            content_type="text/plain; charset=utf-8",
+        )
     if timeline is None:
         raise Http404
     return render(request, "tasklogs/task.html", {"timeline": timeline})

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from queues.store import paths
 
+from .lines import read_complete_lines
+
 _POSITION = re.compile(r"(\d{4}-\d{2}-\d{2}):(\d{1,15})", re.ASCII)
 # Lines go to the day-file of their own timestamp, so a transition stamped 23:59:59.9 may be
 # appended after the first line of the next day has been: yesterday stays followed all day.
@@ -99,23 +101,17 @@ class LogTail:
         except FileNotFoundError:
             return []  # not written yet, or pruned
         try:
-            data = os.pread(fd, limit, offset)
+            while (read := read_complete_lines(fd, offset, limit)).cut:
+                limit *= 2  # one line longer than the budget: take it whole
         finally:
             os.close(fd)
-        end = data.rfind(b"\n")
-        if end < 0:
-            if len(data) >= limit:  # one line longer than the budget: take it whole next time
-                return self._read_day(day, limit * 2)
-            return []
         lines: list[tuple[Position, bytes]] = []
-        start = 0
-        while start <= end:
-            stop = data.index(b"\n", start)
-            offset_after = offset + stop + 1
-            if stop > start:
-                lines.append((Position(day, offset_after), data[start:stop]))
-            start = stop + 1
-        self.offsets[day] = offset + end + 1
+        after = offset
+        for text in read.lines.split(b"\n")[:-1]:  # the lines end in a newline: drop the ""
+            after += len(text) + 1
+            if text:
+                lines.append((Position(day, after), text))
+        self.offsets[day] = offset + len(read.lines)
         return lines
 
     def _forget_old_days(self) -> None:

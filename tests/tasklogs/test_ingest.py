@@ -134,7 +134,7 @@ def test_the_source_option_and_a_missing_directory(tmp_path: Path) -> None:
     (other / "2025-01-01.jsonl").write_bytes(encode(line()))
     out = io.StringIO()
     call_command("ingest_tasklogs", "--source", str(other), stdout=out)
-    assert "1 lines from 1 day-files" in out.getvalue()
+    assert "1 line from 1 day-file in " in out.getvalue()
     with pytest.raises(Exception, match="is not a directory"):
         call_command("ingest_tasklogs", "--source", str(tmp_path / "missing"))
 

@@ -26,6 +26,14 @@ def test_a_line_of_the_contract_becomes_every_field() -> None:
     assert parse_line(raw.decode()) == r
 
 
+def test_a_quarantined_line_says_quarantined_as_its_status() -> None:
+    """The sweep's line for a file it could not read (and day-files written before any change):
+    there is no record, so no state; the file now sits in quarantine/."""
+    raw = orjson.dumps(line(event="quarantined", status="quarantined", attempts=0,
+                            sizes={"item": 0, "progress": 0, "result": 0, "error": 0}))  # fmt: skip
+    assert (parse_line(raw).event, parse_line(raw).status) == ("quarantined", "quarantined")
+
+
 def _without(field: str) -> dict:
     d = line()
     del d[field]
@@ -47,6 +55,7 @@ def _without(field: str) -> dict:
         orjson.dumps({**line(), "event": "exploded"}),
         orjson.dumps({**line(), "event": ["posted"]}),
         orjson.dumps({**line(), "status": "weird"}),
+        orjson.dumps({**line(), "event": "claimed", "status": "quarantined"}),
         orjson.dumps({**line(), "attempts": -1}),
         orjson.dumps({**line(), "worker": ""}),
         orjson.dumps({**line(), "worker": "w" * 256}),

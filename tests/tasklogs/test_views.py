@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from django.urls import reverse
 
 from queues.services import grant
 from tasklogs.ingest import ingest_directory
-from tasklogs.queries import PAGE_SIZE
+from tasklogs.queries import PAGE_SIZE, TIMELINE_PAGE
 
 from .conftest import DAY1, TASK, line
 
@@ -168,6 +169,80 @@ def test_the_timeline_shows_the_task_as_the_store_holds_it(staff, queues, day_di
     html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", task.id])).content.decode()
     assert 'Now in the store: <strong class="status-pending">pending</strong>' in html
     assert '<td class="status-posted">posted</td>' in html
+
+
+WORKER = re.compile(r"<td>(w\d{5})</td>")
+LINK = re.compile(r'href="\?((?:after|before)=[^"]+)" rel="(next|prev)"')
+
+
+def long_task(logged, total: int) -> list[str]:
+    """`total` events of one task, several to each instant; each names its place as its worker."""
+    workers = [f"w{i:05d}" for i in range(total)]
+    logged(
+        line(event="posted", worker=workers[0]),
+        *(line(event="progress", status="processing", worker=w, t=DAY1 + i // 7, ms=i % 7)
+          for i, w in enumerate(workers[1:-1], start=1)),
+        line(event="result", status="finished", worker=workers[-1], t=DAY1 + total),
+    )  # fmt: skip
+    return workers
+
+
+def follow(client, url: str, response, rel: str) -> tuple[list[list[str]], list]:
+    """The workers of each page reached by following `rel` links from `response`."""
+    pages, responses = [], []
+    while link := dict((r, q) for q, r in LINK.findall(response.content.decode())).get(rel):
+        response = client.get(url + "?" + link.replace("&amp;", "&"))
+        assert response.status_code == 200
+        pages.append(WORKER.findall(response.content.decode()))
+        responses.append(response)
+    return pages, responses
+
+
+def test_a_long_timeline_shows_how_it_began_and_ended_and_pages_between(staff, logged) -> None:
+    total = 2101  # more than the 2,000 events a timeline once stopped at
+    assert total > 3 * TIMELINE_PAGE  # so there are whole pages between the first and the last
+    workers = long_task(logged, total)
+    url = reverse("tasklogs:task", args=[HOST, "resize", TASK])
+    first = staff.get(url)
+    shown = WORKER.findall(first.content.decode())
+    # The first view: the first page and the last page, the posted and the result line.
+    assert shown == workers[:TIMELINE_PAGE] + workers[-TIMELINE_PAGE:]
+    html = first.content.decode()
+    assert '<td class="status-posted">posted</td>' in html
+    assert '<td class="status-result">result</td>' in html
+    # Following "later" from the first view walks every event between, in order, each once.
+    later, responses = follow(staff, url, first, "next")
+    assert all(len(page) == TIMELINE_PAGE for page in later[:-1])
+    assert workers[:TIMELINE_PAGE] + list(chain(*later)) == workers
+    # And "earlier" from the last of those pages walks back to the start.
+    earlier, _ = follow(staff, url, responses[-1], "prev")
+    assert list(chain(*reversed(earlier), later[-1])) == workers
+
+
+def test_a_short_timeline_is_one_page_without_links(staff, logged) -> None:
+    workers = long_task(logged, TIMELINE_PAGE + 5)  # first and last pages overlap: one list
+    html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK])).content.decode()
+    assert WORKER.findall(html) == workers
+    assert LINK.findall(html) == []
+
+
+@pytest.mark.parametrize(
+    "query", ["after=x", "before=1-", "after=99999999999999999999-1", "after=1-1&before=1-1"]
+)
+def test_a_bad_timeline_page_is_a_clear_400(staff, logged, query: str) -> None:
+    logged(line())
+    response = staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK]) + "?" + query)
+    assert response.status_code == 400
+    assert "Not a page of this timeline" in response.content.decode()
+
+
+def test_a_timeline_page_past_the_end_is_empty_and_links_back(staff, logged) -> None:
+    long_task(logged, 3)
+    url = reverse("tasklogs:task", args=[HOST, "resize", TASK])
+    response = staff.get(url, {"after": f"{(DAY1 + 99) * 1_000_000}-1"})
+    assert response.status_code == 200
+    assert WORKER.findall(response.content.decode()) == []
+    assert f'href="{url}"' in response.content.decode()  # back to the first and last events
 
 
 def test_a_task_nobody_knows_is_404(staff) -> None:

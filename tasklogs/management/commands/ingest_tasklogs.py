@@ -14,6 +14,7 @@ from django.db import close_old_connections
 from queues.store.inotify import APPENDS, Channel, watcher
 from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
 from tasklogs.progress import ProgressBar
+from tasklogs.summaries import SUMMARY_SECONDS, FollowSummary, run_line
 
 SAFETY_WAKE_SECONDS = 30.0  # even with inotify, look again now and then (a missed event, NFS)
 POLL_SECONDS = 1.0  # without inotify: a few stat calls a second cost nothing
@@ -21,11 +22,25 @@ BAR_FROM_BYTES = 4 << 20  # smaller runs finish before a bar would be worth draw
 
 
 class Command(BaseCommand):
-    help = "Read the store's task-event day-files into the Task Logs table (incremental)."
+    help = (
+        "Read the store's task-event day-files into the Task Logs table (incremental: each run "
+        "reads only what was appended since the last). Prints a line when it ingested something; "
+        "with --follow, a summary at most every "
+        f"{SUMMARY_SECONDS / 60:.0f} minutes, and nothing while idle. Ctrl-C stops it (exit 0)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--follow", action="store_true", help="Keep going; wake on appends.")
-        parser.add_argument("--source", type=Path, help="Day-file directory (default: logs/tasks).")
+        parser.add_argument(
+            "--follow",
+            action="store_true",
+            help="Keep running after the first run, woken by each append and each new day-file.",
+        )
+        parser.add_argument(
+            "--source",
+            type=Path,
+            metavar="DIR",
+            help="The day-file directory to read (default: TASKHOSTER_LOGS_DIR/tasks).",
+        )
 
     def handle(self, *args: Any, follow: bool, source: Path | None, **options: Any) -> None:
         if source is None:
@@ -35,29 +50,38 @@ class Command(BaseCommand):
             source.mkdir(parents=True, exist_ok=True)
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
-        # Watch before the first run, so a line appended while it runs still wakes the next.
-        # The store's watcher: this process's one waiting instance, whoever else uses it.
-        channel = watcher().channel([str(source)], APPENDS) if follow else None
-        generation = channel.generation if channel else 0
-        self._run_once(source)
-        if channel:
-            self._follow(source, channel, generation)
+        self.quiet = options["verbosity"] == 0
+        summary = FollowSummary()
+        try:
+            # Watch before the first run, so a line appended while it runs still wakes the next.
+            # The store's watcher: this process's one waiting instance, whoever else uses it.
+            channel = watcher().channel([str(source)], APPENDS) if follow else None
+            generation = channel.generation if channel else 0
+            if self._say(run_line(*self._timed_run(source, bar=True))):
+                summary.said()
+            if channel:
+                self._follow(source, channel, generation, summary)
+        except KeyboardInterrupt:
+            # Ctrl-C is how a follower is meant to stop: no traceback, exit 0. Each chunk was
+            # stored with its cursor in one transaction, so an interrupted one is simply read
+            # again by the next run.
+            self._say(summary.take())
 
-    def _run_once(self, source: Path) -> IngestReport:
+    def _timed_run(self, source: Path, *, bar: bool = False) -> tuple[IngestReport, float]:
         started = time.monotonic()
-        bar = self._bar(source)
-        report = ingest_directory(source, progress=bar)
-        if bar:
-            bar.done()
+        progress = self._bar(source) if bar else None
+        report = ingest_directory(source, progress=progress)
+        if progress:
+            progress.done()
         for bad in report.bad_lines:
             self.stderr.write(f"bad line {bad}")
-        if report.lines or report.bad:
-            seconds = time.monotonic() - started
-            self.stdout.write(
-                f"{report.lines} lines from {report.files} day-files in "
-                f"{seconds:.1f} s, {report.bad} bad"
-            )
-        return report
+        return report, time.monotonic() - started
+
+    def _say(self, text: str | None) -> bool:
+        if text is not None and not self.quiet:
+            self.stdout.write(text)
+            self.stdout.flush()
+        return text is not None
 
     def _bar(self, source: Path) -> ProgressBar | None:
         if not sys.stderr.isatty():
@@ -65,12 +89,14 @@ class Command(BaseCommand):
         total = pending_bytes(source)
         return ProgressBar(total, sys.stderr) if total >= BAR_FROM_BYTES else None
 
-    def _follow(self, source: Path, channel: Channel, generation: int) -> None:
-        try:
-            while True:
-                channel.wait(generation, SAFETY_WAKE_SECONDS, poll=POLL_SECONDS)
-                generation = channel.generation  # read before the run, so no append is missed
-                close_old_connections()  # a follower runs for days; drop a connection gone bad
-                self._run_once(source)
-        except KeyboardInterrupt:
-            pass
+    def _follow(
+        self, source: Path, channel: Channel, generation: int, summary: FollowSummary
+    ) -> None:
+        while True:
+            # Wake for an append, for a summary coming due, or to look again now and then.
+            channel.wait(generation, min(SAFETY_WAKE_SECONDS, summary.due_in()), poll=POLL_SECONDS)
+            generation = channel.generation  # read before the run, so no append is missed
+            close_old_connections()  # a follower runs for days; drop a connection gone bad
+            report, _ = self._timed_run(source)
+            summary.add(lines=report.lines, bad=report.bad)
+            self._say(summary.take_if_due())

@@ -1,0 +1,90 @@
+"""`manage.py ingest_tasklogs`: quiet when nothing happens, a summary rather than a line per
+event under --follow, a clean stop on Ctrl-C, and help for every option."""
+
+from __future__ import annotations
+
+import io
+import signal
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command, load_command_class
+
+from tasklogs.summaries import FollowSummary
+
+from .conftest import line, manage
+from .test_ingest import wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_idle_pass_prints_nothing(append, day_dir: Path) -> None:
+    append("2025-01-01", line())
+    call_command("ingest_tasklogs", "--source", str(day_dir), stdout=io.StringIO())
+    out, err = io.StringIO(), io.StringIO()
+    call_command("ingest_tasklogs", "--source", str(day_dir), stdout=out, stderr=err)
+    assert (out.getvalue(), err.getvalue()) == ("", "")
+
+
+def test_verbosity_0_prints_nothing_at_all(append, day_dir: Path) -> None:
+    append("2025-01-01", line())
+    out = io.StringIO()
+    call_command("ingest_tasklogs", "--source", str(day_dir), verbosity=0, stdout=out)
+    assert out.getvalue() == ""
+
+
+def test_follow_sums_up_instead_of_a_line_per_event_and_stops_on_ctrl_c(
+    live_db, append, day_dir: Path
+) -> None:
+    url, keys = live_db
+    append("2025-01-01", line())
+    follower = manage(url, "manage.py", "ingest_tasklogs", "--follow", "--source", str(day_dir),
+                      stdout=-1, stderr=-1)  # fmt: skip
+    try:
+        wait_for(keys, 1)
+        for n in range(1, 6):  # five passes, each woken by one append and ingesting it
+            append("2025-01-01", line(ms=n, event="progress", status="processing"))
+            wait_for(keys, n + 1)
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    # The first run's line, then one summary of the five passes, printed as it stops.
+    first, summary = out.splitlines()
+    assert first.startswith("1 line from 1 day-file in ")
+    assert summary.startswith("5 lines in 5 passes since ") and summary.endswith(", 0 bad")
+
+
+def test_the_summary_comes_at_most_every_few_minutes_and_never_when_idle() -> None:
+    clock = [1_735_689_600.0]  # 2025-01-01T00:00:00Z
+    summary = FollowSummary(every=300, clock=lambda: clock[0])
+    assert summary.take_if_due() is None  # nothing ingested, nothing said
+    summary.add(lines=3, bad=0)
+    assert summary.take_if_due() == "3 lines in 1 pass since 00:00:00 UTC, 0 bad"
+    clock[0] += 10
+    summary.add(lines=2, bad=1)
+    summary.add(lines=0, bad=0)  # an idle pass is not a pass worth counting
+    assert summary.take_if_due() is None  # busy: the last summary is 10 s old
+    assert summary.due_in() == 290
+    clock[0] += 20
+    summary.add(lines=4, bad=0)
+    clock[0] += 270
+    assert summary.due_in() == 0
+    assert summary.take_if_due() == "6 lines in 2 passes since 00:00:10 UTC, 1 bad"
+    clock[0] += 1000
+    assert summary.take_if_due() is None and summary.take() is None  # idle since
+    summary.add(lines=1, bad=0)  # quiet for long: said at once
+    assert summary.take_if_due() == "1 line in 1 pass since 00:21:40 UTC, 0 bad"
+
+
+def test_every_option_has_help() -> None:
+    parser = load_command_class("tasklogs", "ingest_tasklogs").create_parser(
+        "manage.py", "ingest_tasklogs"
+    )
+    options = [a for a in parser._actions if a.option_strings]
+    assert {"--follow", "--source"} <= {s for a in options for s in a.option_strings}
+    assert [a.option_strings for a in options if not a.help] == []

@@ -1,0 +1,76 @@
+"""Every line the store writes is one Task Logs ingests: the real store, every event it logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from queues.store import QueueSettings, QueueStore, StoreConfig, sweep_queue
+from queues.store.eventlog import EVENTS
+from tasklogs.ingest import ingest_directory
+from tasklogs.models import TaskEvent
+
+pytestmark = pytest.mark.django_db
+HOST, QUEUE = "task.example.com", "resize"
+T0 = 1_751_500_000_000  # ms; the store is given its time, never the clock
+SECOND, DAY = 1000, 86_400_000
+SETTINGS = QueueSettings(lease_seconds=60, queue_seconds=86_400, retain_seconds=3600)
+
+
+def test_every_event_the_store_writes_is_ingested(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    try:
+        drive_every_event(store)
+    finally:
+        store.close()
+    written = sum(len(p.read_bytes().splitlines()) for p in (logs / "tasks").glob("*.jsonl"))
+
+    report = ingest_directory(logs / "tasks")
+
+    assert report.bad_lines == [] and report.bad == 0
+    assert report.lines == written == TaskEvent.objects.count()
+    # Every event the store may write has been written and stored: an event added to the store
+    # later fails here until this test drives it (and the ingester takes it).
+    assert set(TaskEvent.objects.values_list("event", flat=True)) == EVENTS
+    quarantined = TaskEvent.objects.get(event="quarantined")
+    assert (quarantined.task_id, quarantined.status) == ("9f2c1a0b7d4e6f83", "quarantined")
+
+
+def drive_every_event(store: QueueStore) -> None:
+    def post(now: int) -> str:
+        posted = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="a", now=now)
+        return posted.task.id
+
+    def claim(now: int) -> tuple[str, int]:
+        [task] = store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", now=now)
+        return task.id, task.attempts
+
+    held = {"settings": SETTINGS, "worker": "box-1"}
+    # posted, claimed, progress, result, fetched
+    post(T0)
+    done, attempt = claim(T0 + SECOND)
+    store.progress(HOST, QUEUE, done, attempt=attempt, progress={"pct": 50}, now=T0 + 2 * SECOND,
+                   **held)  # fmt: skip
+    store.finish(HOST, QUEUE, done, attempt=attempt, result={"ok": True}, now=T0 + 3 * SECOND,
+                 **held)  # fmt: skip
+    store.fetch(HOST, QUEUE, done, now=T0 + 4 * SECOND)
+    # failed, retried
+    post(T0 + 5 * SECOND)
+    failed, attempt = claim(T0 + 6 * SECOND)
+    store.fail(HOST, QUEUE, failed, attempt=attempt, result={"why": "no"}, now=T0 + 7 * SECOND,
+               **held)  # fmt: skip
+    store.retry(HOST, QUEUE, failed, settings=SETTINGS, now=T0 + 8 * SECOND)
+    # cancelled: claim the retried task first, so the new one is the only pending task left
+    claim(T0 + 9 * SECOND)
+    cancelled = post(T0 + 10 * SECOND)
+    store.cancel(HOST, QUEUE, cancelled, settings=SETTINGS, now=T0 + 11 * SECOND)
+    # requeue (the lease of the retried task lapses) and quarantined (a corrupt file), one sweep
+    pending = store.config.items_dir / HOST / QUEUE / "pending"
+    (pending / "9f2c1a0b7d4e6f83.json").write_bytes(b"{not json")
+    report = sweep_queue(store, HOST, QUEUE, SETTINGS, now=T0 + 120 * SECOND)
+    assert (report.requeue, report.quarantined) == (1, 1)
+    # timeout (the requeued task has waited a day), cleaned (the finished ones, an hour on)
+    report = sweep_queue(store, HOST, QUEUE, SETTINGS, now=T0 + DAY + 60 * SECOND)
+    assert report.timeout == 1 and report.cleaned >= 1
