@@ -12,9 +12,10 @@ from typing import Any
 from . import copies, files, paths, posting, working
 from .archive import PayloadArchive
 from .clock import now_ms
-from .errors import CorruptRecord, InvalidRequest, NotCancellable, NotFound, NotRetryable
+from .errors import InvalidRequest, NotCancellable, NotFound, NotRetryable
 from .eventlog import EventLog
 from .index import PendingIndex
+from .listing_index import ListingIndexes
 from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .results import ANY, PostResult, QueueStats, TaskPage, _Any
@@ -32,7 +33,10 @@ class QueueStore:
         self._dirs: dict[tuple[str, str], QueueDirs] = {}
         self._indexes: dict[tuple[str, str], PendingIndex] = {}
         self.lock = threading.RLock()  # guards the caches and indexes, never a disk write
-        self._finalizer = weakref.finalize(self, _close, self.root_fd, self._dirs, self.log)
+        self.listings = ListingIndexes(changes)
+        self._finalizer = weakref.finalize(
+            self, _close, self.root_fd, self._dirs, self.log, self.listings
+        )
 
     def close(self) -> None:
         self._finalizer()
@@ -192,29 +196,11 @@ class QueueStore:
         limit: int = 50,
         offset: int = 0,
     ) -> TaskPage:
+        """Newest first by (postedAt, id); reads only the page's records (listing_index.py)."""
         wanted = State(status) if status is not None else None
-        qd = self.dirs(host, queue)
-        best: dict[str, Task] = {}
-        directories = [wanted.directory] if wanted else list(paths.STATE_DIRS)
-        for directory in directories:
-            for entry in os.scandir(qd.fd(directory)):
-                task_id = paths.task_id_of(entry.name)
-                if task_id is None:
-                    continue
-                try:
-                    task = copies.read_copy(qd, directory, task_id)
-                except CorruptRecord:
-                    continue  # listings skip a corrupt file; the sweep quarantines it
-                if task is not None and (task_id not in best or task.rev > best[task_id].rev):
-                    best[task_id] = task
-        found = [
-            t
-            for t in best.values()
-            if (wanted is None or t.status is wanted)
-            and (isinstance(posted_by, _Any) or t.posted_by == posted_by)
-        ]
-        found.sort(key=lambda t: (t.posted_at, t.id), reverse=True)
-        return TaskPage(count=len(found), tasks=found[offset : offset + limit])
+        return self.listings.page(
+            self.dirs(host, queue), status=wanted, posted_by=posted_by, limit=limit, offset=offset
+        )
 
     def cancel(
         self,
@@ -322,7 +308,10 @@ class QueueStore:
     fail = working.fail
 
 
-def _close(root_fd: int, dirs: dict[tuple[str, str], QueueDirs], log: EventLog) -> None:
+def _close(
+    root_fd: int, dirs: dict[tuple[str, str], QueueDirs], log: EventLog, listings: ListingIndexes
+) -> None:
+    listings.close()
     for qd in dirs.values():
         qd.close()
     dirs.clear()
