@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left, insort
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -31,7 +31,7 @@ from . import copies, files, paths
 from .errors import CorruptRecord
 from .paths import QueueDirs
 from .records import State, Task, parse_record
-from .results import TaskPage, _Any
+from .results import ANY, TaskPage, _Any
 from .waiting import ChangeLog, Subscription
 
 # Directory precedence on equal revs, the same order copies.copies() sorts by.
@@ -40,7 +40,7 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a planted 
 # File times come from a coarse clock (a few ms): a change in the same tick as the last look
 # leaves a directory's or a file's mtime as it was, so an mtime this young is never trusted.
 _RACY_NS = 100_000_000
-_FEW = 64  # up to this many order changes go in one by one; more re-sort the order once
+_FEW = 64  # up to this many changes to one order go in one by one; more re-sort it once
 _ATTEMPTS = 3  # choices of one page before a task that keeps moving is left out of it
 
 
@@ -69,6 +69,18 @@ def _rank(entry: Entry) -> tuple[int, int]:
 
 
 PostedBy = str | _Any | None
+Filter = tuple[State | None, PostedBy]  # what a listing asks for: (status, postedBy)
+OrderKey = tuple[int, str]  # (postedAt, id)
+
+
+def _filters(entry: Entry) -> tuple[Filter, ...]:
+    """Every listing the task is in: all, its status, its poster's, its poster's in its status."""
+    return (
+        (None, ANY),
+        (entry.status, ANY),
+        (None, entry.posted_by),
+        (entry.status, entry.posted_by),
+    )
 
 
 class ListingIndex:
@@ -79,10 +91,11 @@ class ListingIndex:
         self.tasks: dict[str, Entry] = {}  # id -> its winning copy
         self._others: dict[tuple[str, str], Entry] = {}  # (directory, id) -> a losing copy
         self._unreadable: dict[tuple[str, str], int] = {}  # (directory, id) -> stamp
-        self._order: list[tuple[int, str]] = []  # (postedAt, id) of every task, oldest first
-        self._added: set[tuple[int, str]] = set()  # order changes not in _order yet
-        self._removed: set[tuple[int, str]] = set()
-        self._counts: Counter[tuple[State, str | None]] = Counter()
+        # Each listing's tasks, oldest first, so any page of it is a slice and its count a
+        # length; the keys are shared by the lists a task is in (see _filters).
+        self._orders: dict[Filter, list[OrderKey]] = {}
+        self._added: dict[Filter, set[OrderKey]] = {}  # changes not in _orders yet
+        self._removed: dict[Filter, set[OrderKey]] = {}
         self._mtimes = dict.fromkeys(paths.STATE_DIRS, -1)
         self._subs: dict[str, Subscription | None] = {
             d: changes.subscribe(qd.proc_path(d)) if changes is not None else None
@@ -233,94 +246,54 @@ class ListingIndex:
         self._win(task_id, old, best)
 
     def _win(self, task_id: str, old: Entry | None, new: Entry | None) -> None:
-        """Make `new` the task's winning copy instead of `old`: counts and order follow."""
+        """Make `new` the task's winning copy instead of `old`: its listings follow."""
         if new is old:
             return
-        if old is not None:
-            key = (old.status, old.posted_by)
-            self._counts[key] -= 1
-            if not self._counts[key]:
-                del self._counts[key]
         if new is None:
             del self.tasks[task_id]
         else:
             self.tasks[task_id] = new
-            self._counts[(new.status, new.posted_by)] += 1
-        before = old.posted_at if old is not None else None
-        after = new.posted_at if new is not None else None
-        if before != after:
-            if before is not None:
-                self._order_change((before, task_id), self._added, self._removed)
-            if after is not None:
-                self._order_change((after, task_id), self._removed, self._added)
-
-    @staticmethod
-    def _order_change(
-        key: tuple[int, str], undo: set[tuple[int, str]], do: set[tuple[int, str]]
-    ) -> None:
-        if key in undo:
-            undo.discard(key)
-        else:
-            do.add(key)
+        before, after = _listed(task_id, old), _listed(task_id, new)
+        for listing, key in before - after:
+            _change(listing, key, self._added, self._removed)
+        for listing, key in after - before:
+            _change(listing, key, self._removed, self._added)
 
     def _settle_order(self) -> None:
-        order, added, removed = self._order, self._added, self._removed
-        if removed:
+        for listing in self._removed.keys() | self._added.keys():
+            order = self._orders.get(listing, [])
+            removed = self._removed.get(listing, ())
+            added = self._added.get(listing, ())
             if len(removed) <= _FEW:
                 for key in removed:
                     at = bisect_left(order, key)
                     if at < len(order) and order[at] == key:
                         del order[at]
             else:
-                self._order = order = [key for key in order if key not in removed]
-        if added:
+                order = [key for key in order if key not in removed]
             if len(added) <= _FEW:
                 for key in added:
                     insort(order, key)
             else:
                 order.extend(added)
                 order.sort()  # two runs, mostly: the order so far and what was added
-        self._added, self._removed = set(), set()
+            if order:
+                self._orders[listing] = order
+            else:
+                self._orders.pop(listing, None)
+        self._added, self._removed = {}, {}
 
     # -- pages ------------------------------------------------------------------------------
-
-    def count(self, status: State | None, posted_by: PostedBy) -> int:
-        if status is None and isinstance(posted_by, _Any):
-            return len(self.tasks)
-        matches = _matcher(status, posted_by)
-        return sum(n for (s, p), n in self._counts.items() if matches(s, p))
 
     def select(
         self, status: State | None, posted_by: PostedBy, limit: int, offset: int
     ) -> tuple[int, list[tuple[str, Entry]]]:
-        """The count and a page's (id, entry) pairs, newest first: walked from whichever end of
-        the order is nearer, so no page walks more than half of it."""
-        count = self.count(status, posted_by)
-        end = min(offset + limit, count)  # the page's positions, newest first: [offset, end)
-        if offset >= end:
-            return count, []
-        if status is None and isinstance(posted_by, _Any):
-            order = self._order
-            keys = order[len(order) - end : len(order) - offset][::-1]
-        else:
-            matches = _matcher(status, posted_by)
-            tasks = self.tasks
-            newest = offset < count - end
-            walk = reversed(self._order) if newest else iter(self._order)
-            skip = offset if newest else count - end
-            keys = []
-            for key in walk:
-                entry = tasks[key[1]]
-                if matches(entry.status, entry.posted_by):
-                    if skip:
-                        skip -= 1
-                        continue
-                    keys.append(key)
-                    if len(keys) == end - offset:
-                        break
-            if not newest:
-                keys.reverse()
-        return count, [(task_id, self.tasks[task_id]) for _, task_id in keys]
+        """The count and a page's (id, entry) pairs, newest first."""
+        anyone = isinstance(posted_by, _Any)
+        order = self._orders.get((status, ANY if anyone else posted_by), [])
+        end = max(len(order) - offset, 0)
+        keys = order[max(end - limit, 0) : end]
+        return len(order), [(task_id, self.tasks[task_id]) for _, task_id in reversed(keys)]
 
     def page(
         self, qd: QueueDirs, status: State | None, posted_by: PostedBy, limit: int, offset: int
@@ -357,15 +330,25 @@ class ListingIndex:
         return task if task is not None and task.id == task_id else None
 
 
-def _matcher(status: State | None, posted_by: PostedBy) -> Callable[[State, str | None], bool]:
-    anyone = isinstance(posted_by, _Any)
-    if status is None and anyone:
-        return lambda _s, _p: True
-    if status is None:
-        return lambda _s, p: p == posted_by
-    if anyone:
-        return lambda s, _p: s is status
-    return lambda s, p: s is status and p == posted_by
+def _listed(task_id: str, entry: Entry | None) -> set[tuple[Filter, OrderKey]]:
+    if entry is None:
+        return set()
+    key = (entry.posted_at, task_id)  # one tuple, shared by every list the task is in
+    return {(listing, key) for listing in _filters(entry)}
+
+
+def _change(
+    listing: Filter,
+    key: OrderKey,
+    undo: dict[Filter, set[OrderKey]],
+    do: dict[Filter, set[OrderKey]],
+) -> None:
+    """Note one key added to (or removed from) a listing, cancelling the opposite change."""
+    pending = undo.get(listing)
+    if pending is not None and key in pending:
+        pending.discard(key)
+    else:
+        do.setdefault(listing, set()).add(key)
 
 
 class ListingIndexes:
