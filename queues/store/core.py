@@ -21,6 +21,7 @@ from .archive import PayloadArchive
 from .eventlog import EventLog
 from .index import PendingIndex
 from .inotify import changes
+from .listing_index import ListingIndexes
 from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .settings import QueueSettings, StoreConfig
@@ -36,7 +37,10 @@ class QueueCore:
         self._dirs: dict[tuple[str, str], QueueDirs] = {}
         self._indexes: dict[tuple[str, str], PendingIndex] = {}
         self.lock = threading.RLock()  # guards the caches and indexes, never a disk write
-        self._finalizer = weakref.finalize(self, _close, self.root_fd, self._dirs, self.log)
+        self.listings = ListingIndexes(changes)
+        self._finalizer = weakref.finalize(
+            self, _close, self.root_fd, self._dirs, self.log, self.listings
+        )
 
     def close(self) -> None:
         self._finalizer()
@@ -152,7 +156,10 @@ class QueueCore:
         return self.archive.write(task.host, task.queue, task.id, kind, body)
 
 
-def _close(root_fd: int, dirs: dict[tuple[str, str], QueueDirs], log: EventLog) -> None:
+def _close(
+    root_fd: int, dirs: dict[tuple[str, str], QueueDirs], log: EventLog, listings: ListingIndexes
+) -> None:
+    listings.close()
     for qd in dirs.values():
         qd.close()
     dirs.clear()
