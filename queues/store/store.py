@@ -20,7 +20,7 @@ from . import claiming, listing, operating, producing, sweep, working
 from .core import QueueCore
 from .paths import QueueDirs
 from .records import Task
-from .results import ANY, PostResult, QueueStats, TaskPage, _Any
+from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
 from .settings import QueueSettings, StoreConfig
 from .sweep import SweepReport
 
@@ -223,7 +223,7 @@ class QueueStore:
         attempt: int,
         result: Any,
         now: int | None = None,
-    ) -> Task:
+    ) -> Reported:
         return working.finish(
             self.core,
             host,
@@ -249,7 +249,7 @@ class QueueStore:
         retry: bool = False,
         cancelled: bool = False,
         now: int | None = None,
-    ) -> Task:
+    ) -> Reported:
         return working.fail(
             self.core,
             host,
