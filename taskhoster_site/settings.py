@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "queues",
     "tasklogs",
+    "schedules",
 ]
 
 MIDDLEWARE = [
