@@ -1,6 +1,6 @@
 """What the sweep loop does each pass besides the store's sweep: post the schedules that are
-due. The sweep command calls `run_sweep_services`
-once per pass; the store itself knows nothing of it.
+due, then make and send failure notifications. The sweep command calls `run_sweep_services`
+once per pass; the store itself knows nothing of either.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from django.utils import timezone
 
 from queues.store import QueueStore
 from schedules.running import post_due_schedules
+from webhooks.notifying import notify
 
 logger = logging.getLogger("taskhoster.sweep")
 
 
 def run_sweep_services(store: QueueStore, *, now: dt.datetime | None = None) -> None:
     now = now or timezone.now()
-    for name, service in (("schedules", post_due_schedules),):
+    for name, service in (("schedules", post_due_schedules), ("notifications", notify)):
         _run(name, service, store, now)
 
 

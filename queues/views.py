@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from queues import console
 from queues.store import STATUSES, StoreError
 from schedules.console import schedule_rows
+from webhooks.console import webhook_panel
 
 
 @login_required
@@ -34,7 +35,7 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     return render(request, "console/queue.html", {
         "queue": found, "tasks": tasks, "status": status, "statuses": STATUSES,
         "page": page, "last_page": last_page,
-        "schedules": schedule_rows(found, now=timezone.now()),
+        "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
     })  # fmt: skip
 
 
