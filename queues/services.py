@@ -62,6 +62,13 @@ def save_queue(host_name: str, queue_name: str, **fields: Any) -> tuple[Queue, b
     return queue, created
 
 
+def describe(exc: ValidationError) -> str:
+    """A validation error on one line, each field's messages after its name: for commands."""
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
+    return " ".join(exc.messages)
+
+
 def find_queue(path: str) -> Queue:
     """The queue named `HOST/QUEUE`; ValidationError when the form or the queue is unknown."""
     host_name, sep, queue_name = path.partition("/")

@@ -5,10 +5,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from queues import console
 from queues.store import STATUSES, StoreError
+from schedules.console import schedule_rows
+from webhooks.console import webhook_panel
 
 
 @login_required
@@ -32,6 +35,7 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     return render(request, "console/queue.html", {
         "queue": found, "tasks": tasks, "status": status, "statuses": STATUSES,
         "page": page, "last_page": last_page,
+        "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
     })  # fmt: skip
 
 

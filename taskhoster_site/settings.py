@@ -74,6 +74,11 @@ TASKHOSTER_MAX_STREAMS = env.int(
 # An idle event stream gets a comment line this often, so proxies do not close it.
 TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
 
+# --- failure notifications -----------------------------------------------------------------
+# Webhooks may call loopback and private addresses only when this is set (a receiver on the
+# same network); otherwise such a URL is refused when saved and again before every call.
+TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = env.bool("TASKHOSTER_WEBHOOK_ALLOW_PRIVATE", default=False)
+
 # --- applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -88,6 +93,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "queues",
     "tasklogs",
+    "schedules",
+    "webhooks",
 ]
 
 MIDDLEWARE = [

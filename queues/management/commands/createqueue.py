@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from queues.services import save_queue
+from queues.services import describe, save_queue
 
 # option -> Queue field, for the settings the command line can change
 OPTIONS = {
@@ -40,11 +40,5 @@ class Command(BaseCommand):
         try:
             queue, created = save_queue(str(options["host"]), str(options["queue"]), **fields)
         except ValidationError as exc:
-            raise CommandError(_describe(exc)) from None
+            raise CommandError(describe(exc)) from None
         self.stdout.write(f"{'created' if created else 'updated'} queue {queue}")
-
-
-def _describe(exc: ValidationError) -> str:
-    if hasattr(exc, "error_dict"):
-        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
-    return " ".join(exc.messages)

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from queues.services import get_store, queue_settings_for
 from queues.store import sweep_all
+from queues.sweep_services import run_sweep_services
 
 
 class Command(BaseCommand):
@@ -28,6 +29,7 @@ class Command(BaseCommand):
             self.stdout.write("skipped: another sweep is running" if report.skipped else counts)
             for error in report.errors:
                 self.stderr.write(error)
+            run_sweep_services(store)
             if not loop:
                 return
             time.sleep(interval)

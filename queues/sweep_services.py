@@ -1,0 +1,35 @@
+"""What the sweep loop does each pass besides the store's sweep: post the schedules that are
+due, then make and send failure notifications. The sweep command calls `run_sweep_services`
+once per pass; the store itself knows nothing of either.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.utils import timezone
+
+from queues.store import QueueStore
+from schedules.running import post_due_schedules
+from webhooks.notifying import notify
+
+logger = logging.getLogger("taskhoster.sweep")
+
+
+def run_sweep_services(store: QueueStore, *, now: dt.datetime | None = None) -> None:
+    now = now or timezone.now()
+    for name, service in (("schedules", post_due_schedules), ("notifications", notify)):
+        _run(name, service, store, now)
+
+
+def _run(name: str, service: Callable[..., Any], store: QueueStore, now: dt.datetime) -> None:
+    # A fault in one of these (a receiver's odd answer, a bad row) is logged and the loop goes
+    # on: the same loop times out tasks and hands lapsed leases to other workers, which must
+    # not stop because a schedule or a webhook could not be served.
+    try:
+        service(store, now=now)
+    except Exception:
+        logger.exception("sweep: %s failed; the next pass tries again", name)

@@ -1,0 +1,27 @@
+"""A queue with a schedule on it, and a clock the tests pass in as `now`."""
+
+import datetime as dt
+
+import pytest
+
+from schedules.models import Schedule
+
+# A Monday 10:00:20 UTC: the passes below run a little after each due minute.
+T0 = dt.datetime(2030, 1, 7, 10, 0, 20, tzinfo=dt.UTC)
+MINUTE = dt.timedelta(minutes=1)
+
+
+@pytest.fixture
+def make_schedule(make_queue):
+    """`make_schedule(cron="*/5 * * * *", item={...})`, counted from T0 - 1 h."""
+
+    def make(queue=None, *, name="nightly", active_since=T0 - 60 * MINUTE, **fields):
+        fields = {"cron": "*/5 * * * *", "item": {"job": "report"}, **fields}
+        schedule = Schedule(
+            queue=queue or make_queue(), name=name, active_since=active_since, **fields
+        )
+        schedule.full_clean()
+        schedule.save()
+        return schedule
+
+    return make
