@@ -25,4 +25,3 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
     """The header's value: `sha256=` and the hex digest of `<timestamp>.<body>`."""
     mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
     return SCHEME + mac.hexdigest()
-

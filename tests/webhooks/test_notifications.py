@@ -31,8 +31,11 @@ def failed_task(queue, *, retry: bool = False):
     host, name = queue.host.name, queue.name
     task = store.post(host, name, {"n": 1}, settings=settings, posted_by="alice").task
     claimed = store.claim(host, name, settings=settings, worker="box-1")[0]
-    return store.fail(host, name, task.id, settings=settings, worker="box-1",
-                      attempt=claimed.attempts, result={"why": "broken"}, retry=retry)  # fmt: skip
+    reported = store.fail(
+        host, name, task.id, settings=settings, worker="box-1",
+        attempt=claimed.attempts, result={"why": "broken"}, retry=retry,
+    )  # fmt: skip
+    return reported.task
 
 
 def verify(request, secret: str) -> bool:
