@@ -156,3 +156,12 @@ def test_commands_fail_with_a_nonzero_exit_in_a_real_process(tmp_path):
     )
     assert bad.returncode == 1
     assert "Unknown role" in bad.stderr
+
+
+def test_createqueue_without_options_gives_the_stores_defaults():
+    from queues.store.settings import QueueSettings
+
+    run("createqueue", "task.example.com", "plain")
+    queue = Queue.objects.get(host__name="task.example.com", name="plain")
+    assert queue.to_settings() == QueueSettings()
+    assert queue.max_attempts == 3
