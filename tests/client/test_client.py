@@ -105,3 +105,21 @@ def test_a_crowded_servers_retry_after_is_honoured_before_claiming_again(stub):
     started = time.monotonic()
     assert client.claim("h.example", "q", "box-1", wait=20) is None
     assert time.monotonic() - started < 0.9  # a plain 204 (the wait ran out) returns at once
+
+
+def test_a_failure_body_over_the_queues_cap_is_reported_without_it(stub):
+    from taskhoster import run_worker
+
+    handler, url = stub
+    task = {"id": "a" * 16, "attempts": 1, "maxAttempts": 3, "item": {}}
+    too_large = {"code": "payload_too_large", "detail": "The result is 900 bytes; ..."}
+    handler.answers = [(200, task), (413, too_large), (200, {"id": task["id"]})]
+
+    def broken(job):
+        raise ValueError("x" * 5000)
+
+    assert run_worker(Client(url), "h.example", "q", "w", broken, max_tasks=1) == 1
+    first, second = (json.loads(seen[3]) for seen in handler.seen[1:])
+    assert first["retry"] and first["result"]["error"].startswith("ValueError: xxx")
+    assert len(first["result"]["error"]) == 1000  # clipped: a body, not the whole message
+    assert second == {"worker": "w", "attempt": 1, "retry": True, "cancelled": False}
