@@ -112,17 +112,21 @@ def run_worker(
     last lines of its traceback. Returns the number of tasks handled.
     """
     stop = stop_event or threading.Event()
-    handled = 0
+    handled, paused = 0, False
     while not stop.is_set() and (max_tasks is None or handled < max_tasks):
         try:
-            task = client.claim(host, queue, worker, wait=wait, lease=lease)
+            answer = client.claim_answer(host, queue, worker, wait=wait, lease=lease)
         except (ApiError, OSError) as exc:
             log.warning("claim on %s/%s failed: %s", host, queue, exc)
             stop.wait(ERROR_PAUSE_SECONDS)
             continue
-        if not isinstance(task, dict):
+        if answer.paused != paused:  # said once when it changes, not on every claim
+            paused = answer.paused
+            log.info("queue %s/%s %s", host, queue,
+                     "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
+        if not answer.tasks:
             continue  # nothing within `wait`
-        handle(Job(client, host, queue, worker, task), handler, lease=lease)
+        handle(Job(client, host, queue, worker, answer.tasks[0]), handler, lease=lease)
         handled += 1
     return handled
 

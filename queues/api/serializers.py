@@ -107,3 +107,17 @@ class FailRequestSerializer(_Fenced):
     result = serializers.JSONField(required=False, allow_null=True)
     retry = serializers.BooleanField(required=False, default=False)
     cancelled = serializers.BooleanField(required=False, default=False)
+
+
+class QueueStatsSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    queue = serializers.CharField()
+    paused = serializers.BooleanField(help_text="Claims get nothing (204) while it is paused.")
+    pending = serializers.IntegerField(help_text="Waiting to be claimed, delayed ones included.")
+    processing = serializers.IntegerField()
+    done = serializers.IntegerField(help_text="Finished, failed or cancelled, not yet cleaned.")
+    delayed = serializers.IntegerField(help_text="Pending, not claimable before availableAt.")
+    retrying = serializers.IntegerField(help_text="Pending after a failure, in its backoff.")
+    oldestPendingAgeMs = serializers.IntegerField(
+        help_text="How long the oldest pending task has waited, in ms; 0 when none."
+    )

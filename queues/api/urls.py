@@ -16,6 +16,7 @@ urlpatterns = [
     path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),
     path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
     path(QUEUE + "claim", views.ClaimView.as_view(), name="claim"),
+    path(QUEUE + "stats", views.StatsView.as_view(), name="stats"),
     path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
     path(TASK + "/result", views.ResultView.as_view(), name="result"),
     path(TASK + "/fail", views.FailView.as_view(), name="fail"),

@@ -28,6 +28,9 @@ from queues.store import State, TaskPage
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
+# A claim on a paused queue answers 204 like an empty one; this header tells the two apart,
+# so a worker can say "paused" instead of "idle".
+PAUSED_HEADER = "Queue-Paused"
 
 
 def _int_query(name: str, description: str) -> OpenApiParameter:
@@ -40,6 +43,21 @@ class TasksView(APIView):
         summary="Post a task",
         parameters=[
             *QUEUE,
+            OpenApiParameter(
+                "Location",
+                str,
+                OpenApiParameter.HEADER,
+                description="The task's URL.",
+                response=[201, 200],
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                str,
+                OpenApiParameter.HEADER,
+                enum=["true"],
+                description="An idempotent replay: the answer is the first post's task.",
+                response=[200],
+            ),
             _int_query("delay", "Seconds before it may be claimed, 0..queueSeconds."),
             _int_query("priority", "-100..100; higher is claimed first."),
             OpenApiParameter(
@@ -163,7 +181,25 @@ class ClaimView(APIView):
     @extend_schema(
         operation_id="claim",
         summary="Claim the next task (or up to max); 204 when none came within wait",
-        parameters=QUEUE,
+        parameters=[
+            *QUEUE,
+            OpenApiParameter(
+                PAUSED_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                enum=["true"],
+                description="The queue is paused: nothing is claimed until it resumes.",
+                response=[204],
+            ),
+            OpenApiParameter(
+                "Retry-After",
+                int,
+                OpenApiParameter.HEADER,
+                description="Seconds: this server process held too many waiting requests to "
+                "let the claim wait; come back after this long.",
+                response=[204],
+            ),
+        ],
         request=s.ClaimRequestSerializer,
         responses={
             200: OpenApiResponse(
@@ -174,7 +210,10 @@ class ClaimView(APIView):
                 ),
                 description='The full record; with "max", {"tasks": [...]}.',
             ),
-            204: OpenApiResponse(description="Nothing could be claimed within wait."),
+            204: OpenApiResponse(
+                description="Nothing could be claimed within wait (Queue-Paused: true when "
+                "the queue is paused)."
+            ),
             **errors(*WITH_BODY),
         },
     )
@@ -190,11 +229,39 @@ class ClaimView(APIView):
             max_tasks=inputs.integer(body, "max", 1, low=1, high=100),
         )
         if not tasks:
-            # A claim that could not wait (too many waiting here) says when to come back.
-            retry = {"Retry-After": str(waiting.CROWDED_RETRY_AFTER_SECONDS)} if crowded else None
-            return Response(status=204, headers=retry)
+            headers = {}
+            if ctx.settings.paused:
+                headers[PAUSED_HEADER] = "true"
+            if crowded:  # a claim that could not wait (too many waiting here): when to return
+                headers["Retry-After"] = str(waiting.CROWDED_RETRY_AFTER_SECONDS)
+            return Response(status=204, headers=headers)
         records = [task.to_record() for task in tasks]
         return Response({"tasks": records} if many else records[0])
+
+
+class StatsView(APIView):
+    @extend_schema(
+        operation_id="queue_stats",
+        summary="The queue's counts and whether it is paused",
+        parameters=QUEUE,
+        responses={200: s.QueueStatsSerializer, **errors(*ALWAYS)},
+    )
+    def get(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        stats = actions.stats(ctx)
+        return Response(
+            {
+                "host": host,
+                "queue": queue,
+                "paused": ctx.settings.paused,
+                "pending": stats.pending,
+                "processing": stats.processing,
+                "done": stats.done,
+                "delayed": stats.delayed,
+                "retrying": stats.retrying,
+                "oldestPendingAgeMs": stats.oldest_pending_ms,
+            }
+        )
 
 
 class ProgressView(APIView):

@@ -24,6 +24,7 @@ API_MD = {
     "/api/v1/queues/{host}/{queue}/tasks/{id}/cancel": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/retry": {"post"},
     "/api/v1/queues/{host}/{queue}/claim": {"post"},
+    "/api/v1/queues/{host}/{queue}/stats": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/progress": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/result": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/fail": {"post"},
@@ -48,8 +49,13 @@ def test_the_schema_describes_every_endpoint_body_and_error(client):
     assert "text/event-stream" in events["responses"]["200"]["content"]
     claim = schema["paths"]["/api/v1/queues/{host}/{queue}/claim"]["post"]
     assert {"200", "204"} <= set(claim["responses"])
+    assert {"Queue-Paused", "Retry-After"} <= set(claim["responses"]["204"]["headers"])
     post = schema["paths"]["/api/v1/queues/{host}/{queue}/tasks"]["post"]
     assert {"201", "200", "413", "415", "422", "429"} <= set(post["responses"])
+    assert "Location" in post["responses"]["201"]["headers"]
+    assert "Idempotent-Replayed" in post["responses"]["200"]["headers"]
+    stats = schema["paths"]["/api/v1/queues/{host}/{queue}/stats"]["get"]
+    assert "paused" in components_of(schema, stats["responses"]["200"])["properties"]
     components = schema["components"]
     assert components["securitySchemes"]["bearerAuth"] == {
         "type": "http",
@@ -57,6 +63,11 @@ def test_the_schema_describes_every_endpoint_body_and_error(client):
         "description": "An API token: th_…",
     }
     assert set(components["schemas"]["Error"]["properties"]) == {"code", "detail"}
+
+
+def components_of(schema: dict, response: dict) -> dict:
+    ref = response["content"]["application/json"]["schema"]["$ref"]
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
 
 
 def test_the_schema_is_valid_openapi(client):

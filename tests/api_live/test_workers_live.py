@@ -135,3 +135,11 @@ def test_a_stale_workers_result_is_refused_after_a_reclaim(live, clients):
         clients["wendy"].result(HOST, "stale", task["id"], "slow-box", first["attempts"], {})
     assert (refused.value.status, refused.value.code) == (409, "lease_lost")
     clients["wendy"].result(HOST, "stale", task["id"], "fast-box", second["attempts"], {})
+
+
+def test_a_claim_on_a_paused_queue_says_so(live, clients):
+    clients["paul"].post(HOST, "paused", {"n": 1})
+    answer = clients["wendy"].claim_answer(HOST, "paused", "box-1", wait=0.2)
+    assert (answer.tasks, answer.paused) == ([], True)
+    stats = clients["wendy"].stats(HOST, "paused")
+    assert (stats["paused"], stats["pending"]) == (True, 1)
