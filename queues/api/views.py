@@ -80,8 +80,10 @@ class TasksView(APIView):
         posted = actions.post(
             ctx,
             item,
-            priority=inputs.query(request, "priority", int, 0),
-            delay=inputs.query(request, "delay", int, 0),
+            priority=inputs.query(request, "priority", int, 0, low=-100, high=100),
+            delay=inputs.query(
+                request, "delay", int, 0, low=0, high=ctx.settings.queue_seconds, unit="seconds"
+            ),
             idempotency_key=request.headers.get("Idempotency-Key"),
         )
         headers = {"Location": reverse("queues:api:task", args=[host, queue, posted.task.id])}
@@ -225,7 +227,9 @@ class ClaimView(APIView):
             ctx,
             worker=inputs.string(body, "worker"),
             wait=inputs.seconds(body, "wait", high=60),
-            lease=inputs.integer(body, "lease", None),
+            lease=inputs.integer(
+                body, "lease", None, low=1, high=ctx.settings.queue_seconds, unit="seconds"
+            ),
             max_tasks=inputs.integer(body, "max", 1, low=1, high=100),
         )
         if not tasks:

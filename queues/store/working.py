@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import copies, files, paths
 from .clock import now_ms
-from .errors import CorruptRecord, InvalidRequest, LeaseLost, StorageUnavailable
+from .errors import CorruptRecord, InvalidRequest, LeaseLost, StorageUnavailable, out_of_range
 from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
@@ -28,9 +28,7 @@ def _lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
         or not isinstance(seconds, int)
         or not 1 <= seconds <= settings.queue_seconds
     ):
-        raise InvalidRequest(
-            f"lease must be an integer from 1 to {settings.queue_seconds} seconds."
-        )
+        raise out_of_range("lease", seconds, 1, settings.queue_seconds, unit="seconds")
     return seconds * 1000
 
 
@@ -63,7 +61,7 @@ def claim(
     now, lease_ms = now_ms(now), _lease_ms(settings, lease_seconds)
     _check_worker(worker)
     if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 100:
-        raise InvalidRequest("max must be an integer from 1 to 100.")
+        raise out_of_range("max", max_tasks, 1, 100)
     if settings.paused:
         return []
     qd = self.dirs(host, queue, create=True)
