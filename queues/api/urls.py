@@ -11,6 +11,7 @@ QUEUE = "queues/<str:host>/<str:queue>/"
 TASK = QUEUE + "tasks/<str:id>"
 
 urlpatterns = [
+    path("", views.ApiRoot.as_view(), name="root"),
     path(QUEUE + "tasks", views.TasksView.as_view(), name="tasks"),
     path(TASK, views.TaskView.as_view(), name="task"),
     path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),

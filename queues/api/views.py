@@ -20,10 +20,12 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
+from queues.access import roles_by_queue
 from queues.api import actions, inputs, waiting
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
+from queues.models import Queue, Role
 from queues.store import State, TaskPage
 
 QUEUE = path_parameters(task=False)
@@ -31,6 +33,12 @@ TASK = path_parameters(task=True)
 # A claim on a paused queue answers 204 like an empty one; this header tells the two apart,
 # so a worker can say "paused" instead of "idle".
 PAUSED_HEADER = "Queue-Paused"
+# Public-post queues are not listed to anonymous callers: a name handed out is what lets
+# someone post to it, and a list would hand every one of them to anyone who asks.
+ANONYMOUS_ROOT = (
+    "Send the header 'Authorization: Bearer <token>' to see the queues you hold a role on "
+    "(an administrator creates tokens in the admin or with manage.py createtoken)."
+)
 
 
 def _int_query(name: str, description: str) -> OpenApiParameter:
@@ -332,6 +340,46 @@ class FailView(APIView):
             cancelled=inputs.boolean(body, "cancelled"),
         )
         return Response(task.status_view())
+
+
+class ApiRoot(APIView):
+    """GET /api/v1/: where to read about the API, and the queues the caller can use."""
+
+    @extend_schema(
+        operation_id="api_root",
+        summary="Links to the docs and schema, and the queues the caller holds a role on",
+        responses={200: s.ApiRootSerializer, **errors(400, 401, 405, 406)},
+    )
+    def get(self, request: Request) -> Response:
+        link = request.build_absolute_uri
+        queues = [_queue_entry(link, queue, roles) for queue, roles in roles_by_queue(request.user)]
+        answer: dict[str, Any] = {
+            "docs": link(reverse("queues:api:docs")),
+            "schema": link(reverse("queues:api:schema")),
+            "user": request.user.get_username() if request.user.is_authenticated else None,
+            "queues": queues,
+        }
+        if not request.user.is_authenticated:
+            answer["detail"] = ANONYMOUS_ROOT
+        return Response(answer)
+
+
+def _queue_entry(link: Any, queue: Queue, roles: frozenset[str]) -> dict[str, Any]:
+    """One queue of the root's list, with the links its roles make useful."""
+    where = [queue.host.name, queue.name]
+    entry: dict[str, Any] = {
+        "host": queue.host.name,
+        "queue": queue.name,
+        "roles": sorted(roles),
+        "paused": queue.paused,
+        "tasks": link(reverse("queues:api:tasks", args=where)),
+        "stats": link(reverse("queues:api:stats", args=where)),
+    }
+    if Role.WORKER in roles:
+        entry["claim"] = link(reverse("queues:api:claim", args=where))
+    if Role.OPERATOR in roles:
+        entry["events"] = link(reverse("queues:api:events", args=where))
+    return entry
 
 
 class NoSuchPath(APIView):
