@@ -124,7 +124,8 @@ def query(
             raise out_of_range(name, raw, low, high, kind=what, unit=unit)
         raise InvalidRequest(f"{name} must be {what} (got {shown(raw)}).")
     if low is not None and high is not None and not low <= value <= high:
-        raise out_of_range(name, value, low, high, kind=what, unit=unit)
+        sent = int(value) if isinstance(value, float) and value.is_integer() else value
+        raise out_of_range(name, sent, low, high, kind=what, unit=unit)  # "got 90", as sent
     return value
 
 

@@ -148,7 +148,7 @@ def test_a_waiting_reads_range_refusal_shares_the_wording(world):
     assert refusal(r) == (
         400,
         "invalid_request",
-        "wait must be a number from 0 to 60 seconds (got 90.0).",
+        "wait must be a number from 0 to 60 seconds (got 90).",
     )
 
 
