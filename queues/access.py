@@ -44,3 +44,17 @@ def queues_with_role(user: User, role: str) -> QuerySet[Queue]:
 
 def operated_queues(user: User) -> QuerySet[Queue]:
     return queues_with_role(user, Role.OPERATOR)
+
+
+def roles_by_queue(user: User) -> list[tuple[Queue, frozenset[str]]]:
+    """Every queue on which `user` holds a role, with those roles (all of them for staff), in
+    the queues' order. Nothing for an anonymous or inactive user."""
+    if not user.is_authenticated or not user.is_active:
+        return []
+    queues = Queue.objects.select_related("host")
+    if user.is_staff or user.is_superuser:
+        return [(queue, frozenset(Role.values)) for queue in queues]
+    held: dict[int, set[str]] = {}
+    for queue_id, role in QueueAccess.objects.filter(_grants(user)).values_list("queue_id", "role"):
+        held.setdefault(queue_id, set()).add(role)
+    return [(queue, frozenset(held[queue.pk])) for queue in queues.filter(pk__in=held)]

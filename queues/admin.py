@@ -63,8 +63,10 @@ class QueueAdmin(admin.ModelAdmin):
         (
             "Retries",
             {
-                "description": "A worker may ask for a retry when it fails a task; the delay "
-                "grows by the factor on each attempt, up to the longest delay.",
+                "description": "A worker may ask for a retry when it fails a task (the Python "
+                "worker loop does when a handler raises), and a task whose lease lapsed runs "
+                "again: both until the attempt budget is spent (3 for a new queue). The delay "
+                "before each retry grows by the factor, up to the longest delay.",
                 "fields": (
                     "max_attempts",
                     "backoff_seconds",

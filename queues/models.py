@@ -18,7 +18,10 @@ from queues.validators import (
     validate_queue_name,
 )
 
-DAY = 86_400
+# A queue's settings have one default each, the store's (QueueSettings); the fields below
+# take theirs from it, so a queue made in the admin, by createqueue or by the store alone
+# starts alike.
+DEFAULTS = QueueSettings()
 
 
 class Host(models.Model):
@@ -56,64 +59,69 @@ class Queue(models.Model):
     )
     queue_seconds = models.PositiveIntegerField(
         "queue timeout (s)",
-        default=DAY,
+        default=DEFAULTS.queue_seconds,
         validators=[MinValueValidator(1)],
         help_text="A task older than this fails with error 'timeout', waiting or running.",
     )
     lease_seconds = models.PositiveIntegerField(
         "lease (s)",
-        default=60,
+        default=DEFAULTS.lease_seconds,
         validators=[MinValueValidator(1)],
         help_text="How long a claim holds a task before the sweep hands it to another worker. "
         "Workers extend it by reporting progress. At most the queue timeout.",
     )
     retain_seconds = models.PositiveIntegerField(
         "retention (s)",
-        default=3600,
+        default=DEFAULTS.retain_seconds,
         help_text="How long a finished, failed or cancelled task stays readable.",
     )
     retain_from = models.CharField(
         "retention starts",
         max_length=8,
         choices=RetainFrom.choices,
-        default=RetainFrom.FINISHED,
+        default=DEFAULTS.retain_from,
     )
     max_retain_seconds = models.PositiveIntegerField(
         "longest retention (s)",
-        default=7 * DAY,
+        default=DEFAULTS.max_retain_seconds,
         validators=[MinValueValidator(1)],
         help_text="Under 'fetched', a result nobody reads is still deleted after this long.",
     )
     archive_payloads = models.BooleanField(
-        default=False,
+        default=DEFAULTS.archive_payloads,
         help_text="Also keep every item, progress and result body in the payload archive, "
         "so Task Logs can show them after the task is gone.",
     )
     max_attempts = models.PositiveSmallIntegerField(
         "attempt budget",
-        default=0,
+        default=DEFAULTS.max_attempts,
         validators=[MaxValueValidator(8)],
-        help_text="0: no budget (a lapsed lease re-queues until the queue timeout). "
-        "1 to 8: past this many attempts the task fails with error 'attempts'.",
+        help_text="How many times a task may run: a failure reported with retry (the Python "
+        "worker loop reports a handler's exception so) or a lapsed lease runs it again after "
+        "the backoff until this many attempts have run, then it fails with error 'attempts'. "
+        "1 to 8; 0: no budget (a lapsed lease re-queues until the queue timeout).",
     )
     backoff_seconds = models.PositiveIntegerField(
         "first retry delay (s)",
-        default=5,
+        default=DEFAULTS.backoff_seconds,
         help_text="Delay before a retried attempt; multiplied by the factor on each attempt.",
     )
     backoff_factor = models.PositiveSmallIntegerField(
-        default=4, validators=[MinValueValidator(1), MaxValueValidator(100)]
+        default=DEFAULTS.backoff_factor,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
     )
-    backoff_cap_seconds = models.PositiveIntegerField("longest retry delay (s)", default=300)
+    backoff_cap_seconds = models.PositiveIntegerField(
+        "longest retry delay (s)", default=DEFAULTS.backoff_cap_seconds
+    )
     max_item_bytes = models.PositiveIntegerField(
         "largest payload (bytes)",
-        default=65536,
+        default=DEFAULTS.max_item_bytes,
         validators=[MinValueValidator(2), MaxValueValidator(16 * 1024 * 1024)],
         help_text="Cap for the item, each progress report and the result.",
     )
     max_pending = models.PositiveIntegerField(
         "most pending tasks",
-        default=0,
+        default=DEFAULTS.max_pending,
         help_text="0: unbounded. Posting beyond it answers 429 queue_full.",
     )
     item_schema = models.JSONField(
@@ -123,11 +131,13 @@ class Queue(models.Model):
         help_text="Optional JSON Schema every posted item must satisfy.",
     )
     public_post = models.BooleanField(
-        default=False,
+        default=DEFAULTS.public_post,
         help_text="Anyone may post without a token; such a task's id is its only key.",
     )
     paused = models.BooleanField(
-        default=False, help_text="Claims get nothing while paused; posting still works."
+        default=DEFAULTS.paused,
+        help_text="Claims get nothing while paused (a claim answers 204 with Queue-Paused: "
+        "true); posting still works.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -10,6 +10,7 @@ import json
 import select
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -27,6 +28,15 @@ class ApiError(Exception):
         self.status, self.code, self.detail = status, code, detail
         self.headers = headers or {}
         super().__init__(f"{status} {code}: {detail}")
+
+
+@dataclass(frozen=True)
+class ClaimAnswer:
+    """A claim's answer: the claimed records (empty when there was none) and whether the
+    queue is paused (the server's `Queue-Paused: true` on a 204)."""
+
+    tasks: list[dict[str, Any]]
+    paused: bool = False
 
 
 class Client:
@@ -105,6 +115,22 @@ class Client:
 
         With `max`, a list of up to that many tasks (empty when there was none).
         """
+        answer = self.claim_answer(host, queue, worker, wait=wait, lease=lease, max=max)
+        if max is not None:
+            return answer.tasks
+        return answer.tasks[0] if answer.tasks else None
+
+    def claim_answer(
+        self,
+        host: str,
+        queue: str,
+        worker: str,
+        *,
+        wait: float = 0,
+        lease: int | None = None,
+        max: int | None = None,
+    ) -> ClaimAnswer:
+        """`claim`, answering a ClaimAnswer: the tasks, and whether the queue is paused."""
         body: dict[str, Any] = {"worker": worker, "wait": wait}
         if lease is not None:
             body["lease"] = lease
@@ -117,9 +143,14 @@ class Client:
             # The server had too many claims waiting to let this one wait: come back later
             # rather than asking again at once.
             time.sleep(min(float(headers["retry-after"]), wait))
-        if max is not None:
-            return list(answer["tasks"]) if answer else []
-        return answer or None
+        paused = headers.get("queue-paused") == "true"
+        if not answer:
+            return ClaimAnswer([], paused)
+        return ClaimAnswer(list(answer["tasks"]) if max is not None else [answer], paused)
+
+    def stats(self, host: str, queue: str) -> dict[str, Any]:
+        """The queue's counts and whether it is paused (any role on the queue may ask)."""
+        return self._call("GET", _queue_path(host, queue, "stats"), idempotent=True)
 
     def progress(
         self,

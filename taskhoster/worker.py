@@ -16,10 +16,20 @@ log = logging.getLogger("taskhoster.worker")
 
 CLAIM_WAIT_SECONDS = 20  # a waiting claim returns as soon as a task is posted
 ERROR_PAUSE_SECONDS = 1.0  # after a failed claim (server down), before the next one
+# What a failure body keeps of a handler's exception: enough to find the bug, and far below
+# the smallest item cap an operator is likely to set (the server refuses a larger body).
+ERROR_CHARS = 1000
+TRACEBACK_LINES = 20
+TRACEBACK_CHARS = 4000
 
 
 class Retry(Exception):
     """Raised by a handler: fail this attempt and let the queue retry it after the backoff."""
+
+
+class Fail(Exception):
+    """Raised by a handler: fail the task for good, whatever attempts its budget has left
+    (bad input that no retry will mend)."""
 
 
 class Cancelled(Exception):
@@ -45,6 +55,11 @@ class Job:
     @property
     def attempt(self) -> int:
         return int(self.task["attempts"])
+
+    @property
+    def max_attempts(self) -> int:
+        """The task's attempt budget (0: none, so a failure is not retried)."""
+        return int(self.task.get("maxAttempts") or 0)
 
     @property
     def item(self) -> Any:
@@ -91,21 +106,27 @@ def run_worker(
     """Claim and handle tasks until `stop_event` is set (or `max_tasks` are done).
 
     The handler returns the result (a JSON object) or raises: `Retry` asks for a retry,
-    `Cancelled` (or any exception once a cancel was requested) reports the task cancelled,
-    anything else fails it with the exception's text. Returns the number of tasks handled.
+    `Fail` fails the task for good, `Cancelled` (or any exception once a cancel was requested)
+    reports the task cancelled, and any other exception is retried after the queue's backoff
+    while the task's attempt budget lasts, then fails it with the exception's text and the
+    last lines of its traceback. Returns the number of tasks handled.
     """
     stop = stop_event or threading.Event()
-    handled = 0
+    handled, paused = 0, False
     while not stop.is_set() and (max_tasks is None or handled < max_tasks):
         try:
-            task = client.claim(host, queue, worker, wait=wait, lease=lease)
+            answer = client.claim_answer(host, queue, worker, wait=wait, lease=lease)
         except (ApiError, OSError) as exc:
             log.warning("claim on %s/%s failed: %s", host, queue, exc)
             stop.wait(ERROR_PAUSE_SECONDS)
             continue
-        if not isinstance(task, dict):
+        if answer.paused != paused:  # said once when it changes, not on every claim
+            paused = answer.paused
+            log.info("queue %s/%s %s", host, queue,
+                     "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
+        if not answer.tasks:
             continue  # nothing within `wait`
-        handle(Job(client, host, queue, worker, task), handler, lease=lease)
+        handle(Job(client, host, queue, worker, answer.tasks[0]), handler, lease=lease)
         handled += 1
     return handled
 
@@ -128,12 +149,27 @@ def handle(job: Job, handler: Handler, *, lease: int) -> None:
         if kind == "result":
             job.client.result(job.host, job.queue, job.id, job.worker, job.attempt, body)
         else:
-            job.client.fail(job.host, job.queue, job.id, job.worker, job.attempt, body,
-                            retry=kind == "retry", cancelled=kind == "cancelled")  # fmt: skip
+            _report_failure(job, kind, body)
     except ApiError as exc:
         if exc.code != "lease_lost":
             raise
         log.warning("task %s: lease lost before its %s was reported", job.id, kind)
+
+
+def _report_failure(job: Job, kind: str, body: dict[str, str]) -> None:
+    def fail(result: dict[str, str] | None) -> None:
+        job.client.fail(job.host, job.queue, job.id, job.worker, job.attempt, result,
+                        retry=kind == "retry", cancelled=kind == "cancelled")  # fmt: skip
+
+    try:
+        fail(body)
+    except ApiError as exc:
+        if exc.code != "payload_too_large":
+            raise
+        # A queue whose item cap is smaller than the body: the outcome still has to arrive.
+        log.warning("task %s: its failure body is over the queue's cap; reported without it",
+                    job.id)  # fmt: skip
+        fail(None)
 
 
 def _run(job: Job, handler: Handler) -> tuple[str, Any]:
@@ -144,14 +180,46 @@ def _run(job: Job, handler: Handler) -> tuple[str, Any]:
     except Exception as exc:  # any handler failure is the task's failure, not the worker's
         if isinstance(exc, Cancelled) or job.cancel_requested.is_set():
             return "cancelled", _error_body(exc)
-        log.info("task %s failed: %s", job.id, "".join(traceback.format_exception(exc)))
-        return "failed", _error_body(exc)
+        if isinstance(exc, Fail):
+            log.warning("task %s failed for good: %s", job.id, _clip(str(exc), ERROR_CHARS))
+            return "failed", _error_body(exc)
+        return _handler_error(job, exc)
     # api.md's result is a JSON object; a handler with nothing to say still finishes the task.
     return "result", {} if result is None else result
 
 
+def _handler_error(job: Job, exc: Exception) -> tuple[str, dict[str, str]]:
+    """An unexpected exception: retried while the budget lasts (the server counts it), logged
+    with its traceback, and its last lines kept in the failure body for whoever reads it."""
+    budget, attempt = job.max_attempts, job.attempt
+    if not budget:
+        what = "failed (no attempt budget on this queue, so it is not retried)"
+    elif attempt < budget:
+        what = f"failed on attempt {attempt} of {budget}; it will be retried after the backoff"
+    else:
+        what = f"failed on its last attempt ({attempt} of {budget})"
+    log.warning("task %s %s", job.id, what, exc_info=exc)
+    body = {**_error_body(exc), "traceback": _traceback_tail(exc)}
+    return ("retry" if budget else "failed"), body
+
+
 def _error_body(exc: BaseException) -> dict[str, str]:
-    return {"error": str(exc) or type(exc).__name__, "type": type(exc).__name__}
+    name = type(exc).__name__
+    if isinstance(exc, Retry | Fail | Cancelled):
+        text = str(exc) or name  # the handler's own words
+    else:
+        text = f"{name}: {exc}" if str(exc) else name
+    return {"error": _clip(text, ERROR_CHARS), "type": name}
+
+
+def _traceback_tail(exc: BaseException) -> str:
+    lines = "".join(traceback.format_exception(exc)).rstrip("\n").splitlines()
+    tail = "\n".join(lines[-TRACEBACK_LINES:])
+    return tail if len(tail) <= TRACEBACK_CHARS else "..." + tail[-TRACEBACK_CHARS:]
+
+
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _heartbeat(job: Job, done: threading.Event, interval: float) -> None:

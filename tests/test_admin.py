@@ -78,3 +78,9 @@ def test_the_admin_refuses_a_lease_longer_than_the_queue_timeout(admin_client, m
     assert "outlives the queue timeout" in page
     queue.refresh_from_db()
     assert queue.lease_seconds == 60 and queue.queue_seconds == 86400
+
+
+def test_the_admins_new_queue_form_offers_the_stores_defaults(admin_client):
+    page = admin_client.get("/admin/queues/queue/add/").content.decode()
+    assert 'name="max_attempts" value="3"' in page
+    assert 'name="lease_seconds" value="60"' in page

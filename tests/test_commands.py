@@ -156,3 +156,35 @@ def test_commands_fail_with_a_nonzero_exit_in_a_real_process(tmp_path):
     )
     assert bad.returncode == 1
     assert "Unknown role" in bad.stderr
+
+
+def test_createqueue_without_options_gives_the_stores_defaults():
+    from queues.store.settings import QueueSettings
+
+    run("createqueue", "task.example.com", "plain")
+    queue = Queue.objects.get(host__name="task.example.com", name="plain")
+    assert queue.to_settings() == QueueSettings()
+    assert queue.max_attempts == 3
+
+
+def our_commands() -> dict[str, str]:
+    from django.core.management import get_commands
+
+    return {name: app for name, app in get_commands().items() if app in ("queues", "tasklogs")}
+
+
+@pytest.mark.parametrize("name", sorted(our_commands()))
+def test_every_option_of_our_commands_has_help_text(name):
+    from django.core.management import load_command_class
+    from django.core.management.base import BaseCommand
+
+    def actions(command):  # keyed by the option's spelling: --x and --no-x share a dest
+        parser = command.create_parser("manage.py", name)
+        return {"/".join(a.option_strings) or a.dest: a for a in parser._actions}
+
+    djangos_own = actions(BaseCommand())  # --verbosity, --settings and the like
+    ours = {flag: a for flag, a in actions(load_command_class(our_commands()[name], name)).items()
+            if flag not in djangos_own}  # fmt: skip
+    assert ours, f"{name} takes no arguments of its own?"
+    bare = sorted(flag for flag, action in ours.items() if not (action.help or "").strip())
+    assert bare == [], f"{name}: no --help text for {bare}"

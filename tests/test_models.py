@@ -157,3 +157,17 @@ def test_token_usability(host):
     token.expires_at = None
     token.revoked_at = now
     assert not token.is_usable(now)
+
+
+def test_every_queue_default_is_the_stores_own():
+    """One truth for a queue's defaults: each model field's default is QueueSettings' default."""
+    defaults = QueueSettings()
+    for name in QueueSettings.__dataclass_fields__:
+        field = Queue._meta.get_field(name)
+        assert field.get_default() == getattr(defaults, name), name
+
+
+def test_a_new_queue_has_an_attempt_budget_of_three(host):
+    queue = Queue.objects.create(host=host, name="q")
+    assert queue.max_attempts == 3
+    assert queue.to_settings() == QueueSettings()

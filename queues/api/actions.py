@@ -10,7 +10,7 @@ from queues.api import held_threads
 from queues.api.context import QueueContext
 from queues.models import Role
 from queues.services import get_store
-from queues.store import ANY, NotFound, PostResult, Reported, Task, TaskPage
+from queues.store import ANY, NotFound, PostResult, QueueStats, Reported, Task, TaskPage
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
@@ -59,6 +59,16 @@ def list_tasks(ctx: QueueContext, *, status: str | None, limit: int, offset: int
         )
     except NotFound:  # a configured queue nobody has posted to has no directory yet
         return TaskPage(count=0, tasks=[])
+
+
+def stats(ctx: QueueContext) -> QueueStats:
+    """Counts of the whole queue: for anyone holding a role on it (no task is shown)."""
+    ctx.require(PRODUCER, WORKER, OPERATOR)
+    try:
+        return get_store().stats(ctx.host, ctx.queue)
+    except NotFound:  # a configured queue nobody has posted to has no directory yet
+        return QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0,
+                          oldest_pending_ms=0)  # fmt: skip
 
 
 def _own_task(ctx: QueueContext, task_id: str) -> None:

@@ -30,10 +30,19 @@ class QueueContext:
     def operator(self) -> bool:
         return Role.OPERATOR in self.roles
 
-    def require(self, *roles: str) -> None:
-        """Refuse a caller that can see the queue but holds none of `roles` on it."""
-        if not self.roles.intersection(roles):
-            raise PermissionDenied() if self.authenticated else NotAuthenticated()
+    def require(self, *roles: str, hint: str = "") -> None:
+        """Refuse a caller that can see the queue but holds none of `roles` on it, naming the
+        roles that would do (the caller may see the queue, so naming them tells it nothing)."""
+        if self.roles.intersection(roles):
+            return
+        if not self.authenticated:
+            raise NotAuthenticated()
+        needed = " or ".join(roles)
+        held = ", ".join(sorted(self.roles)) or "none (posting only: the queue is public)"
+        raise PermissionDenied(
+            f"This needs the {needed} role on {self.host}/{self.queue}; your roles there: "
+            f"{held}.{' ' + hint if hint else ''}"
+        )
 
     def may_see(self, task: Task) -> bool:
         """Operators see every task; a producer its own; anyone a publicly posted one."""

@@ -7,6 +7,7 @@ vocabulary here, so a client reads one shape whatever layer said no.
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404
@@ -14,6 +15,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from queues.api.authentication import NO_CREDENTIALS
+from queues.api.parsers import body_too_large, content_length
 from queues.store.errors import InvalidTransition, QueueFull, StoreError
 
 logger = logging.getLogger(__name__)
@@ -65,8 +68,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's EXCEPTION_HANDLER. Anything not mapped here is a bug and stays a 500."""
     if isinstance(exc, StoreError):
         return _store_refusal(exc)
-    if isinstance(exc, RequestDataTooBig):  # Django's own cap on request.body
-        return refusal("payload_too_large", "The request body is too large.", 413)
+    if isinstance(exc, RequestDataTooBig):  # Django's own cap on request.body (form bodies)
+        size = content_length(context.get("request"))
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _store_refusal(body_too_large(size, limit, "DATA_UPLOAD_MAX_MEMORY_SIZE"))
     if isinstance(exc, SuspiciousOperation):  # e.g. more query parameters than Django reads
         return refusal("invalid_request", "The request is malformed.", 400)
     if isinstance(exc, Http404):
@@ -76,6 +81,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if not isinstance(exc, exceptions.APIException):
         return None
     set_rollback()
+    if isinstance(exc, exceptions.NotAuthenticated):
+        exc.detail = NO_CREDENTIALS  # one sentence for every missing-credentials refusal
     code = next((c for cls, c in DRF_CODES if isinstance(exc, cls)), "invalid_request")
     headers = {}
     if getattr(exc, "auth_header", None):

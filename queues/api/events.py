@@ -118,7 +118,7 @@ def check_subscriber(ctx: QueueContext, task_id: str | None) -> None:
     if ctx.operator:
         return
     if task_id is None or Role.PRODUCER not in ctx.roles:
-        ctx.require(Role.OPERATOR)
+        ctx.require(Role.OPERATOR, hint="A producer may follow one of its own tasks (?task=ID).")
     assert task_id is not None
     ctx.check_visible(get_store().read(ctx.host, ctx.queue, task_id))
 

@@ -1,7 +1,8 @@
 """Reading a request's body and parameters into plain values, refusing with api.md's codes.
 
 Strict on types on purpose: a JSON `"5"` or `5.0` for an integer field is a client bug that a
-lenient coercion would hide. Ranges the store knows (priority, delay, lease) are left to it.
+lenient coercion would hide. A value out of its range, or of the wrong type where a range
+applies, is refused in one wording (queues.store.errors.out_of_range), the store's own.
 """
 
 import math
@@ -11,6 +12,7 @@ from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
 from queues.store import STATUSES, InvalidRequest
+from queues.store.errors import out_of_range, shown
 
 MISSING: Any = object()
 
@@ -58,24 +60,34 @@ def integer(
     *,
     low: int | None = None,
     high: int | None = None,
+    unit: str = "",
 ) -> Any:
+    """An integer field; with `low` and `high`, one in that range (refused in the one range
+    wording, whatever was wrong with it)."""
     value = body.get(name, default)
     if value is MISSING:
         raise InvalidRequest(f"{name} is required.")
     if value is default:
         return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(f"{name} must be an integer.")
-    _check_range(name, value, low, high)
+    wrong_type = isinstance(value, bool) or not isinstance(value, int)
+    if low is None or high is None:
+        if wrong_type:
+            raise InvalidRequest(f"{name} must be an integer (got {shown(value)}).")
+    elif wrong_type or not low <= value <= high:
+        raise out_of_range(name, value, low, high, unit=unit)
     return value
 
 
 def seconds(body: dict[str, Any], name: str, *, high: int) -> float:
     """A wait in seconds, 0..high; a fraction is fine."""
     value = body.get(name, 0)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidRequest(f"{name} must be a number of seconds.")
-    _check_range(name, value, 0, high)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= high
+    ):
+        raise out_of_range(name, value, 0, high, kind="a number", unit="seconds")
     return float(value)
 
 
@@ -86,22 +98,33 @@ def boolean(body: dict[str, Any], name: str) -> bool:
     return value
 
 
-def _check_range(name: str, value: float, low: int | None, high: int | None) -> None:
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise InvalidRequest(f"{name} must be from {low} to {high}.")
-
-
-def query(request: Request, name: str, kind: type, default: Any) -> Any:
-    """A query parameter as `kind` (int or float), or `default` when absent."""
+def query(
+    request: Request,
+    name: str,
+    kind: type,
+    default: Any,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    unit: str = "",
+) -> Any:
+    """A query parameter as `kind` (int or float), or `default` when absent; with `low` and
+    `high`, one in that range (refused in the one range wording, whatever was wrong)."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
+    what = "an integer" if kind is int else "a number"
     try:
         value = kind(raw)
     except ValueError:
-        raise InvalidRequest(f"The {name} parameter must be a number.") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidRequest(f"The {name} parameter must be a finite number.")
+        value = None
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        if low is not None and high is not None:
+            raise out_of_range(name, raw, low, high, kind=what, unit=unit)
+        raise InvalidRequest(f"{name} must be {what} (got {shown(raw)}).")
+    if low is not None and high is not None and not low <= value <= high:
+        sent = int(value) if isinstance(value, float) and value.is_integer() else value
+        raise out_of_range(name, sent, low, high, kind=what, unit=unit)  # "got 90", as sent
     return value
 
 
@@ -114,8 +137,7 @@ def status_filter(request: Request) -> str | None:
 
 def wait_query(request: Request) -> tuple[float, int | None]:
     """`wait` (0..60 s) and `since` of a waiting read."""
-    wait = query(request, "wait", float, 0.0)
-    _check_range("wait", wait, 0, 60)
+    wait = query(request, "wait", float, 0.0, low=0, high=60, unit="seconds")
     return wait, query(request, "since", int, None)
 
 

@@ -32,6 +32,20 @@ def max_body_bytes() -> int:
     return int(settings.TASKHOSTER_MAX_BODY_BYTES)
 
 
+def body_too_large(
+    size: int, limit: int, setting: str = "TASKHOSTER_MAX_BODY_BYTES"
+) -> PayloadTooLarge:
+    """413 for the server-wide cap on a whole request body, named so that it is not taken
+    for the queue's own cap on an item (the store's refusal names that one)."""
+    return PayloadTooLarge(
+        "request body",
+        size,
+        limit,
+        detail=f"The request body is {size} bytes, over this server's cap of {limit} bytes on "
+        f"any request body ({setting}).",
+    )
+
+
 def loads(data: bytes) -> Any:
     """Parse a request body strictly; ParseError (400 invalid_json) for anything api.md refuses."""
     try:
@@ -103,17 +117,17 @@ class JSONParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         limit = max_body_bytes()
         request = (parser_context or {}).get("request")
-        declared = _content_length(request)
+        declared = content_length(request)
         if declared > limit:
-            raise PayloadTooLarge("request body", declared, limit)
+            raise body_too_large(declared, limit)
         # Read one byte past the cap: a body without an honest Content-Length still stops there.
         data = stream.read(limit + 1)
         if len(data) > limit:
-            raise PayloadTooLarge("request body", len(data), limit)
+            raise body_too_large(len(data), limit)
         return loads(data)
 
 
-def _content_length(request: Any) -> int:
+def content_length(request: Any) -> int:
     try:
         return int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
     except ValueError:

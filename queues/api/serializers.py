@@ -116,3 +116,38 @@ class FailRequestSerializer(_Fenced):
     result = serializers.JSONField(required=False, allow_null=True)
     retry = serializers.BooleanField(required=False, default=False)
     cancelled = serializers.BooleanField(required=False, default=False)
+
+
+class QueueStatsSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    queue = serializers.CharField()
+    paused = serializers.BooleanField(help_text="Claims get nothing (204) while it is paused.")
+    pending = serializers.IntegerField(help_text="Waiting to be claimed, delayed ones included.")
+    processing = serializers.IntegerField()
+    done = serializers.IntegerField(help_text="Finished, failed or cancelled, not yet cleaned.")
+    delayed = serializers.IntegerField(help_text="Pending, not claimable before availableAt.")
+    retrying = serializers.IntegerField(help_text="Pending after a failure, in its backoff.")
+    oldestPendingAgeMs = serializers.IntegerField(
+        help_text="How long the oldest pending task has waited, in ms; 0 when none."
+    )
+
+
+class QueueLinkSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    queue = serializers.CharField()
+    roles = serializers.ListField(child=serializers.ChoiceField(["operator", "producer", "worker"]))
+    paused = serializers.BooleanField()
+    tasks = serializers.URLField(help_text="Post (producer) or list tasks.")
+    stats = serializers.URLField()
+    claim = serializers.URLField(required=False, help_text="Present for a worker.")
+    events = serializers.URLField(required=False, help_text="Present for an operator.")
+
+
+class ApiRootSerializer(serializers.Serializer):
+    docs = serializers.URLField(help_text="The interactive API reference.")
+    schema = serializers.URLField(help_text="The OpenAPI 3 schema.")
+    user = serializers.CharField(allow_null=True, help_text="Whom the token belongs to.")
+    queues = QueueLinkSerializer(
+        many=True, help_text="The queues the caller holds a role on; none without a token."
+    )
+    detail = serializers.CharField(required=False, help_text="Without a token: how to send one.")

@@ -11,11 +11,13 @@ QUEUE = "queues/<str:host>/<str:queue>/"
 TASK = QUEUE + "tasks/<str:id>"
 
 urlpatterns = [
+    path("", views.ApiRoot.as_view(), name="root"),
     path(QUEUE + "tasks", views.TasksView.as_view(), name="tasks"),
     path(TASK, views.TaskView.as_view(), name="task"),
     path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),
     path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
     path(QUEUE + "claim", views.ClaimView.as_view(), name="claim"),
+    path(QUEUE + "stats", views.StatsView.as_view(), name="stats"),
     path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
     path(TASK + "/result", views.ResultView.as_view(), name="result"),
     path(TASK + "/fail", views.FailView.as_view(), name="fail"),

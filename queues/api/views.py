@@ -20,14 +20,25 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
+from queues.access import roles_by_queue
 from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
+from queues.models import Queue, Role
 from queues.store import STATUSES, Reported, State, TaskPage
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
+# A claim on a paused queue answers 204 like an empty one; this header tells the two apart,
+# so a worker can say "paused" instead of "idle".
+PAUSED_HEADER = "Queue-Paused"
+# Public-post queues are not listed to anonymous callers: a name handed out is what lets
+# someone post to it, and a list would hand every one of them to anyone who asks.
+ANONYMOUS_ROOT = (
+    "Send the header 'Authorization: Bearer <token>' to see the queues you hold a role on "
+    "(an administrator creates tokens in the admin or with manage.py createtoken)."
+)
 
 
 def _int_query(name: str, description: str) -> OpenApiParameter:
@@ -40,6 +51,21 @@ class TasksView(APIView):
         summary="Post a task",
         parameters=[
             *QUEUE,
+            OpenApiParameter(
+                "Location",
+                str,
+                OpenApiParameter.HEADER,
+                description="The task's URL.",
+                response=[201, 200],
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                str,
+                OpenApiParameter.HEADER,
+                enum=["true"],
+                description="An idempotent replay: the answer is the first post's task.",
+                response=[200],
+            ),
             _int_query("delay", "Seconds before it may be claimed, 0..queueSeconds."),
             _int_query("priority", "-100..100; higher is claimed first."),
             OpenApiParameter(
@@ -62,8 +88,10 @@ class TasksView(APIView):
         posted = actions.post(
             ctx,
             item,
-            priority=inputs.query(request, "priority", int, 0),
-            delay=inputs.query(request, "delay", int, 0),
+            priority=inputs.query(request, "priority", int, 0, low=-100, high=100),
+            delay=inputs.query(
+                request, "delay", int, 0, low=0, high=ctx.settings.queue_seconds, unit="seconds"
+            ),
             idempotency_key=request.headers.get("Idempotency-Key"),
         )
         headers = {"Location": reverse("queues:api:task", args=[host, queue, posted.task.id])}
@@ -163,7 +191,25 @@ class ClaimView(APIView):
     @extend_schema(
         operation_id="claim",
         summary="Claim the next task (or up to max); 204 when none came within wait",
-        parameters=QUEUE,
+        parameters=[
+            *QUEUE,
+            OpenApiParameter(
+                PAUSED_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                enum=["true"],
+                description="The queue is paused: nothing is claimed until it resumes.",
+                response=[204],
+            ),
+            OpenApiParameter(
+                "Retry-After",
+                int,
+                OpenApiParameter.HEADER,
+                description="Seconds: this server process held too many waiting requests to "
+                "let the claim wait; come back after this long.",
+                response=[204],
+            ),
+        ],
         request=s.ClaimRequestSerializer,
         responses={
             200: OpenApiResponse(
@@ -174,7 +220,10 @@ class ClaimView(APIView):
                 ),
                 description='The full record; with "max", {"tasks": [...]}.',
             ),
-            204: OpenApiResponse(description="Nothing could be claimed within wait."),
+            204: OpenApiResponse(
+                description="Nothing could be claimed within wait (Queue-Paused: true when "
+                "the queue is paused)."
+            ),
             **errors(*WITH_BODY),
         },
     )
@@ -186,17 +235,45 @@ class ClaimView(APIView):
             ctx,
             worker=inputs.string(body, "worker"),
             wait=inputs.seconds(body, "wait", high=60),
-            lease=inputs.integer(body, "lease", None),
+            lease=inputs.integer(
+                body, "lease", None, low=1, high=ctx.settings.queue_seconds, unit="seconds"
+            ),
             max_tasks=inputs.integer(body, "max", 1, low=1, high=100),
         )
         if not tasks:
-            # A claim that could not wait (too many waiting here) says when to come back.
-            retry = (
-                {"Retry-After": str(held_threads.CROWDED_RETRY_AFTER_SECONDS)} if crowded else None
-            )
-            return Response(status=204, headers=retry)
+            headers = {}
+            if ctx.settings.paused:
+                headers[PAUSED_HEADER] = "true"
+            if crowded:  # a claim that could not wait (too many waiting here): when to return
+                headers["Retry-After"] = str(held_threads.CROWDED_RETRY_AFTER_SECONDS)
+            return Response(status=204, headers=headers)
         records = [task.to_record() for task in tasks]
         return Response({"tasks": records} if many else records[0])
+
+
+class StatsView(APIView):
+    @extend_schema(
+        operation_id="queue_stats",
+        summary="The queue's counts and whether it is paused",
+        parameters=QUEUE,
+        responses={200: s.QueueStatsSerializer, **errors(*ALWAYS)},
+    )
+    def get(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        stats = actions.stats(ctx)
+        return Response(
+            {
+                "host": host,
+                "queue": queue,
+                "paused": ctx.settings.paused,
+                "pending": stats.pending,
+                "processing": stats.processing,
+                "done": stats.done,
+                "delayed": stats.delayed,
+                "retrying": stats.retrying,
+                "oldestPendingAgeMs": stats.oldest_pending_ms,
+            }
+        )
 
 
 class ProgressView(APIView):
@@ -282,6 +359,46 @@ class FailView(APIView):
             cancelled=inputs.boolean(body, "cancelled"),
         )
         return _reported(reported)
+
+
+class ApiRoot(APIView):
+    """GET /api/v1/: where to read about the API, and the queues the caller can use."""
+
+    @extend_schema(
+        operation_id="api_root",
+        summary="Links to the docs and schema, and the queues the caller holds a role on",
+        responses={200: s.ApiRootSerializer, **errors(400, 401, 405, 406)},
+    )
+    def get(self, request: Request) -> Response:
+        link = request.build_absolute_uri
+        queues = [_queue_entry(link, queue, roles) for queue, roles in roles_by_queue(request.user)]
+        answer: dict[str, Any] = {
+            "docs": link(reverse("queues:api:docs")),
+            "schema": link(reverse("queues:api:schema")),
+            "user": request.user.get_username() if request.user.is_authenticated else None,
+            "queues": queues,
+        }
+        if not request.user.is_authenticated:
+            answer["detail"] = ANONYMOUS_ROOT
+        return Response(answer)
+
+
+def _queue_entry(link: Any, queue: Queue, roles: frozenset[str]) -> dict[str, Any]:
+    """One queue of the root's list, with the links its roles make useful."""
+    where = [queue.host.name, queue.name]
+    entry: dict[str, Any] = {
+        "host": queue.host.name,
+        "queue": queue.name,
+        "roles": sorted(roles),
+        "paused": queue.paused,
+        "tasks": link(reverse("queues:api:tasks", args=where)),
+        "stats": link(reverse("queues:api:stats", args=where)),
+    }
+    if Role.WORKER in roles:
+        entry["claim"] = link(reverse("queues:api:claim", args=where))
+    if Role.OPERATOR in roles:
+        entry["events"] = link(reverse("queues:api:events", args=where))
+    return entry
 
 
 class NoSuchPath(APIView):

@@ -12,7 +12,7 @@ from typing import Any
 from . import copies, files, paths
 from .clock import now_ms
 from .core import QueueCore
-from .errors import CorruptRecord, InvalidRequest, StorageUnavailable
+from .errors import CorruptRecord, InvalidRequest, StorageUnavailable, out_of_range
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
 from .records import Lease, State, Task
@@ -26,9 +26,7 @@ def checked_lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
         or not isinstance(seconds, int)
         or not 1 <= seconds <= settings.queue_seconds
     ):
-        raise InvalidRequest(
-            f"lease must be an integer from 1 to {settings.queue_seconds} seconds."
-        )
+        raise out_of_range("lease", seconds, 1, settings.queue_seconds, unit="seconds")
     return seconds * 1000
 
 
@@ -53,7 +51,7 @@ def claim(
     now, lease_ms = now_ms(now), checked_lease_ms(settings, lease_seconds)
     _check_worker(worker)
     if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 100:
-        raise InvalidRequest("max must be an integer from 1 to 100.")
+        raise out_of_range("max", max_tasks, 1, 100)
     if settings.paused:
         return []
     qd = core.dirs(host, queue, create=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 class StoreError(Exception):
     """A store error. Do not raise directly: raise one of the subclasses."""
@@ -37,6 +39,30 @@ class InvalidRequest(StoreError):
     code = "invalid_request"
 
 
+def out_of_range(
+    name: str,
+    got: object,
+    low: float,
+    high: float,
+    *,
+    kind: str = "an integer",
+    unit: str = "",
+) -> InvalidRequest:
+    """Every range refusal in one wording, with what was sent, e.g.
+    "delay must be an integer from 0 to 86400 seconds (got -1)."."""
+    unit = f" {unit}" if unit else ""
+    return InvalidRequest(f"{name} must be {kind} from {low} to {high}{unit} (got {shown(got)}).")
+
+
+def shown(value: object) -> str:
+    """A value as the client wrote it (JSON), cut short: a refusal must not echo a megabyte."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 class LeaseLost(StoreError):
     """This worker and attempt do not hold the task's lease."""
 
@@ -60,9 +86,13 @@ class PayloadTooLarge(StoreError):
 
     code = "payload_too_large"
 
-    def __init__(self, which: str, size: int, limit: int) -> None:
+    def __init__(self, which: str, size: int, limit: int, detail: str | None = None) -> None:
         self.which, self.size, self.limit = which, size, limit
-        super().__init__(f"The {which} is {size} bytes; this queue accepts at most {limit}.")
+        super().__init__(
+            detail
+            or f"The {which} is {size} bytes, over this queue's cap of {limit} bytes "
+            "(its maxItemBytes)."
+        )
 
 
 class IdempotencyKeyReused(StoreError):

@@ -19,6 +19,7 @@ from .errors import (
     PayloadTooLarge,
     QueueFull,
     StorageUnavailable,
+    out_of_range,
 )
 from .paths import QueueDirs
 from .records import Task
@@ -57,15 +58,13 @@ def check_item(item: Any, settings: QueueSettings) -> None:
 
 def check_options(settings: QueueSettings, priority: Any, delay: Any, key: str | None) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int) or not -100 <= priority <= 100:
-        raise InvalidRequest("priority must be an integer from -100 to 100.")
+        raise out_of_range("priority", priority, -100, 100)
     if (
         isinstance(delay, bool)
         or not isinstance(delay, int)
         or not 0 <= delay <= settings.queue_seconds
     ):
-        raise InvalidRequest(
-            f"delay must be an integer from 0 to {settings.queue_seconds} seconds."
-        )
+        raise out_of_range("delay", delay, 0, settings.queue_seconds, unit="seconds")
     if key is not None and not (
         isinstance(key, str)
         and 1 <= len(key) <= 255

@@ -17,7 +17,9 @@ class QueueSettings:
     max_retain_seconds: int = 7 * 86400  # under "fetched": an unfetched result still goes
     archive_payloads: bool = False
     lease_seconds: int = 60
-    max_attempts: int = 0  # 0 = no budget; otherwise clamped to 1..8
+    # A new queue retries a failed attempt twice (3 attempts in all); 0 = no budget (a lapsed
+    # lease re-queues until the queue timeout); otherwise clamped to 1..8.
+    max_attempts: int = 3
     backoff_seconds: int = 5  # first retry delay, times backoff_factor per further attempt
     backoff_factor: int = 4
     backoff_cap_seconds: int = 300

@@ -17,7 +17,11 @@ pytestmark = pytest.mark.django_db
 
 NOT_FOUND = orjson.dumps({"code": "not_found", "detail": NOT_FOUND_DETAIL})
 NOT_AUTHENTICATED = orjson.dumps(
-    {"code": "not_authenticated", "detail": "Authentication credentials were not provided."}
+    {
+        "code": "not_authenticated",
+        "detail": "This needs an API token: send the header 'Authorization: Bearer <token>' "
+        "(an administrator creates tokens in the admin or with manage.py createtoken).",
+    }
 )
 PLACES = {
     "own": (HOST, QUEUE),
@@ -53,6 +57,11 @@ ON_OWN_QUEUE = {
     "result": {"producer": 403, "worker": 200, "operator": 403},
     "fail": {"producer": 403, "worker": 200, "operator": 403},
 }
+
+# The role a 403 names: what the endpoint needs.
+NEEDS = {"post": "producer", "list": "producer or operator", "cancel": "producer or operator",
+         "retry": "producer or operator", "claim": "worker", "progress": "worker",
+         "result": "worker", "fail": "worker"}  # fmt: skip
 
 
 def expected(endpoint: str, place: str, caller: str) -> int:
@@ -98,6 +107,9 @@ def test_matrix(world, endpoint, place, caller):
         assert r["WWW-Authenticate"].startswith("Bearer")
     elif want == 403:
         assert r.json()["code"] == "permission_denied"
+        needed = NEEDS[endpoint]
+        assert r.json()["detail"].startswith(f"This needs the {needed} role on {HOST}/{QUEUE};")
+        assert r.json()["detail"].endswith(f"your roles there: {caller}.")
 
 
 @pytest.mark.parametrize("endpoint", ["read", "cancel", "retry"])

@@ -19,15 +19,20 @@ pytestmark = pytest.mark.django_db
 SCHEMA_URL = "/api/v1/schema/?format=json"
 
 API_MD = {
+    "/api/v1/": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks": {"get", "post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/cancel": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/retry": {"post"},
     "/api/v1/queues/{host}/{queue}/claim": {"post"},
+    "/api/v1/queues/{host}/{queue}/stats": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/progress": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/result": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/fail": {"post"},
 }
+
+
+ALWAYS_REFUSED = {"400", "401", "403", "404", "405"}
 
 
 def served_schema(client) -> dict:
@@ -42,14 +47,21 @@ def test_the_schema_describes_every_endpoint_body_and_error(client):
         assert methods <= set(schema["paths"][path]), path
         for method in methods:
             operation = schema["paths"][path][method]
-            assert {"400", "401", "403", "404", "405"} <= set(operation["responses"]), path
+            # The root answers every caller (no queue, so no 403 or 404 to give).
+            refusals = {"400", "401", "405"} if path == "/api/v1/" else ALWAYS_REFUSED
+            assert refusals <= set(operation["responses"]), path
             assert operation["security"], path
     events = schema["paths"]["/api/v1/queues/{host}/{queue}/events"]["get"]
     assert "text/event-stream" in events["responses"]["200"]["content"]
     claim = schema["paths"]["/api/v1/queues/{host}/{queue}/claim"]["post"]
     assert {"200", "204"} <= set(claim["responses"])
+    assert {"Queue-Paused", "Retry-After"} <= set(claim["responses"]["204"]["headers"])
     post = schema["paths"]["/api/v1/queues/{host}/{queue}/tasks"]["post"]
     assert {"201", "200", "413", "415", "422", "429"} <= set(post["responses"])
+    assert "Location" in post["responses"]["201"]["headers"]
+    assert "Idempotent-Replayed" in post["responses"]["200"]["headers"]
+    stats = schema["paths"]["/api/v1/queues/{host}/{queue}/stats"]["get"]
+    assert "paused" in components_of(schema, stats["responses"]["200"])["properties"]
     components = schema["components"]
     assert components["securitySchemes"]["bearerAuth"] == {
         "type": "http",
@@ -67,6 +79,11 @@ def test_the_schema_documents_the_replay_header_and_the_requeue_time(client):
         assert "Taskhoster-Outcome-Replayed" in headers, verb
     fields = schema["components"]["schemas"]["TaskStatus"]["properties"]
     assert {"postedAt", "requeuedAt"} <= set(fields)
+
+
+def components_of(schema: dict, response: dict) -> dict:
+    ref = response["content"]["application/json"]["schema"]["$ref"]
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
 
 
 def test_the_schema_is_valid_openapi(client):

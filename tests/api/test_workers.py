@@ -68,11 +68,42 @@ def test_claim_many_answers_a_list(world):
     assert claim(world, max=5).status_code == 204
 
 
-def test_claim_on_a_paused_queue_gets_nothing(world):
+def test_claim_on_a_paused_queue_gets_nothing_and_says_it_is_paused(world):
+    world.post()
+    assert "Queue-Paused" not in claim(world, max=1, lease=1)  # took the task: not paused
     world.post()
     world.queues["own"].paused = True
     world.queues["own"].save()
-    assert claim(world).status_code == 204
+    r = claim(world)
+    assert (r.status_code, r.content, r["Queue-Paused"]) == (204, b"", "true")
+    world.queues["own"].paused = False
+    world.queues["own"].save()
+    assert claim(world).status_code == 200
+    r = claim(world)
+    assert r.status_code == 204 and "Queue-Paused" not in r  # empty, not paused
+
+
+def test_the_queues_stats_say_whether_it_is_paused(world):
+    world.post()
+    world.post(delay_seconds=60)
+    world.claim()
+    stats = url(HOST, QUEUE, "stats")
+    r = world.client("bob").get(stats)
+    assert r.status_code == 200
+    assert r.json() == {"host": HOST, "queue": QUEUE, "paused": False, "pending": 1,
+                        "processing": 1, "done": 0, "delayed": 1, "retrying": 0,
+                        "oldestPendingAgeMs": r.json()["oldestPendingAgeMs"]}  # fmt: skip
+    world.queues["own"].paused = True
+    world.queues["own"].save()
+    for who in ("alice", "bob", "olga"):  # any role on the queue may read its counts
+        assert world.client(who).get(stats).json()["paused"] is True
+    assert world.client("mallory").get(stats).status_code == 404  # no role: no such queue
+    assert world.client("anonymous").get(stats).status_code == 401
+
+
+def test_a_queue_nobody_posted_to_has_zero_stats(world):
+    r = world.client("olga").get(url(HOST, QUEUE, "stats"))
+    assert (r.status_code, r.json()["pending"], r.json()["done"]) == (200, 0, 0)
 
 
 def test_waiting_claim_wakes_when_a_task_is_posted(world):

@@ -17,7 +17,10 @@ QUEUE, SHORT = "work", "short"  # SHORT: a 1 s lease, for the sweep's requeue
 # Each test that claims "the next task" has a queue of its own, so no other test's leftover
 # is what it claims; the value is the queue's lease in seconds.
 QUEUES = {QUEUE: 60, SHORT: 1, "wake": 60, "result": 60, "fail": 60, "retry": 60,
-          "beat": 1, "stale": 1}  # fmt: skip
+          "beat": 1, "stale": 1, "flaky": 60, "nobudget": 60, "paused": 60}  # fmt: skip
+# Settings beyond the lease (every queue has a budget of 8 unless it says otherwise here).
+SETTINGS = {"flaky": {"max_attempts": 3, "backoff_seconds": 0},
+            "nobudget": {"max_attempts": 0}, "paused": {"paused": True}}  # fmt: skip
 THREADS = 6  # few, so that a stream that kept its thread after its client left would show
 MAX_STREAMS = 3  # of them, at most this many hold event streams
 
@@ -65,7 +68,9 @@ class LiveServer:
             "from queues.services import get_or_create_user, grant, save_queue\n"
             "from queues.tokens import issue_token\n"
             f"for name, lease in {QUEUES!r}.items():\n"
-            f"    save_queue({HOST!r}, name, lease_seconds=lease, max_attempts=8)\n"
+            f"    fields = {{'lease_seconds': lease, 'max_attempts': 8}}\n"
+            f"    fields.update({SETTINGS!r}.get(name, {{}}))\n"
+            f"    save_queue({HOST!r}, name, **fields)\n"
             "    for user, role in (('olga', 'operator'), ('paul', 'producer'),\n"
             "                       ('wendy', 'worker')):\n"
             f"        grant(user, {HOST!r} + '/' + name, role)\n"

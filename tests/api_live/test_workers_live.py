@@ -1,12 +1,13 @@
 """Workers against a real gunicorn: cross-process wake, the client's worker loop, lease fencing."""
 
+import logging
 import threading
 import time
 
 import pytest
 
 from queues.store import QueueSettings, QueueStore, StoreConfig
-from taskhoster import ApiError, Retry, run_worker
+from taskhoster import ApiError, Fail, Retry, run_worker
 
 from .live import HOST
 
@@ -35,12 +36,23 @@ def test_a_waiting_claim_wakes_promptly_on_a_post_from_another_process(live, cli
     assert claimed_at - posted_at < 1.0  # woken by the file system, not by the 20 s wait
 
 
+def work(clients, queue, handler, *, tasks, lease=60):
+    """run_worker until it handled `tasks` claims; a guard stops a loop that never gets them
+    (a test must fail, not hang), and how many it handled is what the caller asserts on."""
+    stop = threading.Event()
+    guard = threading.Timer(60, stop.set)
+    guard.start()
+    try:
+        return run_worker(clients["wendy"], HOST, queue, "loop", handler, lease=lease, wait=5,
+                          max_tasks=tasks, stop_event=stop)  # fmt: skip
+    finally:
+        guard.cancel()
+
+
 def run_one(clients, queue, handler, *, lease=60):
     """Post one task, let run_worker handle exactly it, and return its final status view."""
     task = clients["paul"].post(HOST, queue, {"n": 1})
-    handled = run_worker(clients["wendy"], HOST, queue, "loop", handler, lease=lease, wait=5,
-                         max_tasks=1)  # fmt: skip
-    assert handled == 1
+    assert work(clients, queue, handler, tasks=1, lease=lease) == 1
     return clients["olga"].get(HOST, queue, task["id"])
 
 
@@ -49,13 +61,48 @@ def test_a_handlers_result_arrives(live, clients):
     assert (final["status"], final["result"]) == ("finished", {"double": 2})
 
 
-def test_a_handler_exception_becomes_a_failure(live, clients):
+def test_a_handler_exception_is_retried_until_the_budget_then_fails_with_its_traceback(
+    live, clients, caplog
+):
     def broken(job):
+        seen.append(job.attempt)
         raise ValueError("cannot resize a PDF")
 
-    final = run_one(clients, "fail", broken)
-    assert final["status"] == "failed"
-    assert "cannot resize a PDF" in str(final.get("result") or final.get("error"))
+    seen: list[int] = []
+    task = clients["paul"].post(HOST, "flaky", {"n": 1})  # budget 3, no backoff
+    with caplog.at_level(logging.INFO, logger="taskhoster.worker"):
+        handled = work(clients, "flaky", broken, tasks=3)
+    assert handled == 3 and seen == [1, 2, 3]
+    final = clients["olga"].get(HOST, "flaky", task["id"])
+    assert (final["status"], final["attempts"], final["error"]) == ("failed", 3, "attempts")
+    result = final["result"]
+    assert result["error"] == "ValueError: cannot resize a PDF"
+    assert result["type"] == "ValueError"
+    assert 'raise ValueError("cannot resize a PDF")' in result["traceback"]
+    assert result["traceback"].endswith("ValueError: cannot resize a PDF")
+    logged = [r for r in caplog.records if r.name == "taskhoster.worker"]
+    assert [r.levelno for r in logged] == [logging.WARNING] * 3
+    assert all(r.exc_info and r.exc_info[0] is ValueError for r in logged)
+    assert "last attempt (3 of 3)" in logged[-1].getMessage()
+
+
+def test_a_handler_exception_on_a_queue_without_a_budget_fails_at_once(live, clients):
+    def broken(job):
+        raise KeyError("width")
+
+    final = run_one(clients, "nobudget", broken)
+    assert (final["status"], final["attempts"]) == ("failed", 1)
+    assert final["result"]["error"] == "KeyError: 'width'"
+    assert "raise KeyError" in final["result"]["traceback"]
+
+
+def test_a_handler_raising_fail_fails_the_task_for_good(live, clients):
+    def refuse(job):
+        raise Fail("not an image")
+
+    final = run_one(clients, "fail", refuse)  # a budget of 8 left, and not used
+    assert (final["status"], final["attempts"]) == ("failed", 1)
+    assert final["result"] == {"error": "not an image", "type": "Fail"}
 
 
 def test_a_retry_puts_the_task_back(live, clients):
@@ -88,3 +135,11 @@ def test_a_stale_workers_result_is_refused_after_a_reclaim(live, clients):
         clients["wendy"].result(HOST, "stale", task["id"], "slow-box", first["attempts"], {})
     assert (refused.value.status, refused.value.code) == (409, "lease_lost")
     clients["wendy"].result(HOST, "stale", task["id"], "fast-box", second["attempts"], {})
+
+
+def test_a_claim_on_a_paused_queue_says_so(live, clients):
+    clients["paul"].post(HOST, "paused", {"n": 1})
+    answer = clients["wendy"].claim_answer(HOST, "paused", "box-1", wait=0.2)
+    assert (answer.tasks, answer.paused) == ([], True)
+    stats = clients["wendy"].stats(HOST, "paused")
+    assert (stats["paused"], stats["pending"]) == (True, 1)

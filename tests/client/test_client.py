@@ -105,3 +105,60 @@ def test_a_crowded_servers_retry_after_is_honoured_before_claiming_again(stub):
     started = time.monotonic()
     assert client.claim("h.example", "q", "box-1", wait=20) is None
     assert time.monotonic() - started < 0.9  # a plain 204 (the wait ran out) returns at once
+
+
+def test_a_failure_body_over_the_queues_cap_is_reported_without_it(stub):
+    from taskhoster import run_worker
+
+    handler, url = stub
+    task = {"id": "a" * 16, "attempts": 1, "maxAttempts": 3, "item": {}}
+    too_large = {"code": "payload_too_large", "detail": "The result is 900 bytes; ..."}
+    handler.answers = [(200, task), (413, too_large), (200, {"id": task["id"]})]
+
+    def broken(job):
+        raise ValueError("x" * 5000)
+
+    assert run_worker(Client(url), "h.example", "q", "w", broken, max_tasks=1) == 1
+    first, second = (json.loads(seen[3]) for seen in handler.seen[1:])
+    assert first["retry"] and first["result"]["error"].startswith("ValueError: xxx")
+    assert len(first["result"]["error"]) == 1000  # clipped: a body, not the whole message
+    assert second == {"worker": "w", "attempt": 1, "retry": True, "cancelled": False}
+
+
+def test_the_worker_loop_says_paused_once_and_resumed_once(stub, caplog):
+    import logging
+
+    from taskhoster import run_worker
+
+    handler, url = stub
+    paused = (204, None, {"Queue-Paused": "true"})
+    handler.answers = [paused, paused, paused, (204, None), (204, None), paused]
+    stop = threading.Event()
+
+    class Counting(Client):
+        def claim_answer(self, *args, **kwargs):
+            answer = super().claim_answer(*args, **kwargs)
+            if not handler.answers:
+                stop.set()
+            return answer
+
+    guard = threading.Timer(30, stop.set)  # a loop that never ends must fail, not hang
+    guard.start()
+    with caplog.at_level(logging.INFO, logger="taskhoster.worker"):
+        run_worker(Counting(url), "h.example", "q", "w", dict, wait=0, stop_event=stop)
+    guard.cancel()
+    assert len(handler.seen) == 6
+    assert [r.getMessage() for r in caplog.records] == [
+        "queue h.example/q paused: waiting for it to resume",
+        "queue h.example/q resumed",
+        "queue h.example/q paused: waiting for it to resume",
+    ]
+
+
+def test_claim_answer_tells_a_paused_queue_from_an_empty_one(stub):
+    handler, url = stub
+    handler.answers = [(204, None, {"Queue-Paused": "true"}), (204, None), (200, {"id": "t"})]
+    client = Client(url)
+    assert client.claim_answer("h.example", "q", "w").paused is True
+    assert client.claim_answer("h.example", "q", "w").paused is False
+    assert client.claim_answer("h.example", "q", "w").tasks == [{"id": "t"}]

@@ -51,7 +51,8 @@ def test_post_writes_one_pending_file_and_a_posted_line(h):
 
 
 def test_record_has_the_spec_fields_and_ext_fields_only_when_set(h):
-    record = h.on_disk(h.post().id)["pending"]
+    no_budget = QueueSettings(max_attempts=0)  # a budget is an ext field: maxAttempts
+    record = h.on_disk(h.post(settings=no_budget).id)["pending"]
     spec = {
         "id",
         "host",
@@ -70,6 +71,7 @@ def test_record_has_the_spec_fields_and_ext_fields_only_when_set(h):
         "fetchedAt",
     }
     assert set(record) == spec | {"rev"}
+    assert h.on_disk(h.post().id)["pending"]["maxAttempts"] == 3  # a new queue's budget
     delayed = h.on_disk(h.post(priority=5, delay_seconds=3).id)["pending"]
     assert delayed["priority"] == 5 and delayed["availableAt"] == T0 + 3000
 

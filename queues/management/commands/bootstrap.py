@@ -14,9 +14,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--admin", default="admin", help="the admin's user name")
-        parser.add_argument("--demo-host", default="demo.localhost")
-        parser.add_argument("--demo-queue", default="demo")
+        parser.add_argument(
+            "--admin", default="admin", help="the admin's user name (default: admin)"
+        )
+        parser.add_argument(
+            "--demo-host", default="demo.localhost", help="the demo queue's host name"
+        )
+        parser.add_argument("--demo-queue", default="demo", help="the demo queue's name")
 
     def handle(self, *args: object, **options: str) -> None:
         users = get_user_model().objects

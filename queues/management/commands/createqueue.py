@@ -1,6 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from queues.models import DEFAULTS
 from queues.services import describe, save_queue
 
 # option -> Queue field, for the settings the command line can change
@@ -23,17 +24,70 @@ class Command(BaseCommand):
     help = "Create the host if needed and the queue, or update the queue's settings."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("host")
-        parser.add_argument("queue")
-        for name in ("queue", "lease", "retain", "max-retain"):
-            parser.add_argument(f"--{name}-seconds", type=int)
-        parser.add_argument("--retain-from", choices=["finished", "fetched"])
-        parser.add_argument("--max-attempts", type=int)
-        parser.add_argument("--max-pending", type=int)
-        parser.add_argument("--max-item-bytes", type=int)
-        for flag in ("archive-payloads", "public-post", "paused"):
-            parser.add_argument(f"--{flag}", action="store_true", default=None)
-            parser.add_argument(f"--no-{flag}", dest=flag.replace("-", "_"), action="store_false")
+        new = DEFAULTS  # what a new queue gets for an option not given; an update keeps its own
+        parser.add_argument("host", help="a DNS host name, e.g. task.example.com (created if new)")
+        parser.add_argument(
+            "queue", help="the queue's name: lower-case letters, digits, '-' and '_'"
+        )
+        seconds = {
+            "queue": f"a task older than this fails with error 'timeout' "
+            f"(new queue: {new.queue_seconds})",
+            "lease": "how long a claim holds a task before another worker may take it; "
+            f"progress extends it (new queue: {new.lease_seconds})",
+            "retain": "how long a finished, failed or cancelled task stays readable "
+            f"(new queue: {new.retain_seconds})",
+            "max-retain": "under --retain-from fetched, a result nobody reads still goes "
+            f"after this long (new queue: {new.max_retain_seconds})",
+        }
+        for name, text in seconds.items():
+            parser.add_argument(f"--{name}-seconds", type=int, metavar="S", help=text)
+        parser.add_argument(
+            "--retain-from",
+            choices=["finished", "fetched"],
+            help="retention starts when the task finished, or when its producer first read "
+            f"the result (new queue: {new.retain_from})",
+        )
+        parser.add_argument(
+            "--max-attempts",
+            type=int,
+            metavar="N",
+            help="attempt budget, 1 to 8: a failure reported with retry, or a lapsed lease, "
+            "runs the task again after the backoff until N attempts have run; 0: no budget "
+            f"(new queue: {new.max_attempts})",
+        )
+        parser.add_argument(
+            "--max-pending",
+            type=int,
+            metavar="N",
+            help="most pending tasks; a post beyond answers 429 queue_full; 0: unbounded "
+            f"(new queue: {new.max_pending})",
+        )
+        parser.add_argument(
+            "--max-item-bytes",
+            type=int,
+            metavar="BYTES",
+            help="cap on the item, each progress report and the result "
+            f"(new queue: {new.max_item_bytes})",
+        )
+        flags = {
+            "archive-payloads": (
+                "also keep every item, progress and result body for Task Logs",
+                "stop archiving payload bodies",
+            ),
+            "public-post": (
+                "anyone may post without a token",
+                "posting needs a producer's token again",
+            ),
+            "paused": (
+                "claims get nothing (204 with Queue-Paused: true); posting still works",
+                "let claims take tasks again",
+            ),
+        }
+        for flag, (on, off) in flags.items():
+            parser.add_argument(f"--{flag}", action="store_true", default=None, help=on)
+            parser.add_argument(
+                f"--no-{flag}", dest=flag.replace("-", "_"), action="store_false", help=off
+            )
 
     def handle(self, *args: object, **options: object) -> None:
         fields = {field: options[opt] for opt, field in OPTIONS.items() if options[opt] is not None}

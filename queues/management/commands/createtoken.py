@@ -11,9 +11,16 @@ class Command(BaseCommand):
     help = "Print a new API token for a user. It is shown this once and stored only hashed."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("user")
-        parser.add_argument("--name", default="cli", help="what the token is for")
-        parser.add_argument("--expires-days", type=int, help="days until it expires")
+        parser.add_argument("user", help="the user the token acts as (an existing user name)")
+        parser.add_argument(
+            "--name", default="cli", help="what the token is for, e.g. box-1 (default: cli)"
+        )
+        parser.add_argument(
+            "--expires-days",
+            type=int,
+            metavar="N",
+            help="days until it expires (default: never)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         user = get_user_model().objects.filter(username=options["user"]).first()

@@ -9,8 +9,8 @@ class Command(BaseCommand):
     help = "Give a user (created if missing) the role producer, worker or operator on a queue."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("user")
-        parser.add_argument("queue", metavar="HOST/QUEUE")
+        parser.add_argument("user", help="a user name (created, without a password, if new)")
+        parser.add_argument("queue", metavar="HOST/QUEUE", help="the queue, e.g. h.example/q")
         parser.add_argument("role", help=f"one of {', '.join(Role.values)}")
 
     def handle(self, *args: object, **options: str) -> None:

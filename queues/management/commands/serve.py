@@ -17,8 +17,19 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--bind", default="127.0.0.1:8000")
-        parser.add_argument("--sweep-interval", type=float, default=5.0)
+        parser.add_argument(
+            "--bind",
+            default="127.0.0.1:8000",
+            metavar="HOST:PORT",
+            help="where gunicorn listens (default: 127.0.0.1:8000)",
+        )
+        parser.add_argument(
+            "--sweep-interval",
+            type=float,
+            default=5.0,
+            metavar="S",
+            help="seconds between the sweep loop's passes (default: 5)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         # Our own interpreter and fixed arguments: nothing here comes from a request.

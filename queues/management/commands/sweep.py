@@ -10,26 +10,65 @@ from django.core.management.base import BaseCommand, CommandError
 from queues.services import get_store, queue_settings_for
 from queues.store import sweep_all
 from queues.sweep_services import run_sweep_services
+from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 
 
 class Command(BaseCommand):
-    help = "Sweep every configured queue once (or every --interval seconds with --loop)."
+    help = (
+        "Sweep every configured queue once and print what it did, or keep sweeping with "
+        "--loop, printing a line only when a pass changed something and a summary every "
+        f"{SUMMARY_SECONDS / 60:g} minutes. Ctrl-C stops the loop."
+    )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--loop", action="store_true", help="keep sweeping")
-        parser.add_argument("--interval", type=float, default=5.0, help="seconds between sweeps")
+        parser.add_argument(
+            "--loop", action="store_true", help="keep sweeping until Ctrl-C (or SIGTERM)"
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=5.0,
+            help="seconds between the passes of --loop (default: 5)",
+        )
 
     def handle(self, *args: Any, loop: bool, interval: float, **options: Any) -> None:
         if not interval > 0:
             raise CommandError("--interval must be a number of seconds above 0.")
+        try:
+            self.loop(interval) if loop else self.once()
+        except KeyboardInterrupt:  # Ctrl-C: the store is safe to stop at any instant
+            self.say("sweep stopped")
+
+    def once(self) -> None:
         store = get_store()
+        report = sweep_all(store, queue_settings_for)
+        run_sweep_services(store)
+        if report.skipped:
+            self.say("skipped: another sweep is running")
+        else:
+            counts = {**report.counts(), "queues": configured_queues()}
+            self.say(" ".join(f"{name}={n}" for name, n in counts.items()))
+        for error in report.errors:
+            self.stderr.write(error)
+
+    def loop(self, interval: float) -> None:
+        store = get_store()
+        tally = SweepTally(started=time.time())
+        self.say(
+            f"sweeping {plural(configured_queues(), 'configured queue')} every {interval:g} s: "
+            f"a line when a pass changes something, a summary every "
+            f"{tally.summary_seconds / 60:g} min (Ctrl-C stops)"
+        )
         while True:
             report = sweep_all(store, queue_settings_for)
-            counts = " ".join(f"{k}={v}" for k, v in report.counts().items())
-            self.stdout.write("skipped: another sweep is running" if report.skipped else counts)
-            for error in report.errors:
+            out, errors = tally.lines(report, configured_queues(), time.time())
+            for line in out:
+                self.say(line)
+            for error in errors:
                 self.stderr.write(error)
             run_sweep_services(store)
-            if not loop:
-                return
             time.sleep(interval)
+
+    def say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()  # a supervisor's log (a pipe) sees each line when it happens
