@@ -1,7 +1,9 @@
 """QueueCore: what every verb of the store shares, and the one place that changes a record.
 
-It holds the configuration, the items root, each queue's directories and pending index (and the
-lock that guards those caches, never a disk write), the event log and the payload archive. Every
+It holds the configuration, the items root, the queues it keeps open (each one's directories and
+pending index, openqueues.py, and the lock that guards them, never a disk write), the event log
+and the payload archive. A verb holds a queue for as long as it uses its directories:
+`with core.queue_dirs(host, queue) as qd:`. Every
 record written and every task's event line goes through `admit` (a new task), `apply` (a change)
 or `remove` (retention's delete), each checked against the transition table before anything is
 written. It knows nothing of the verbs: producing, operating, claiming, working, listing and
@@ -14,13 +16,14 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from contextlib import AbstractContextManager
 from typing import Any
 
 from . import copies, files, paths, posting
 from .archive import PayloadArchive
 from .eventlog import EventLog
 from .index import PendingIndex
-from .inotify import changes
+from .openqueues import OpenQueues
 from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .settings import QueueSettings, StoreConfig
@@ -33,41 +36,39 @@ class QueueCore:
         self.log = EventLog(config.logs_dir, fsync=config.fsync)
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
-        self._dirs: dict[tuple[str, str], QueueDirs] = {}
-        self._indexes: dict[tuple[str, str], PendingIndex] = {}
-        self.lock = threading.RLock()  # guards the caches and indexes, never a disk write
-        self._finalizer = weakref.finalize(self, _close, self.root_fd, self._dirs, self.log)
+        self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
+        self._queues = OpenQueues(
+            self.root_fd, limit=config.open_queues, fsync=config.fsync, lock=self.lock
+        )
+        self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
     def close(self) -> None:
-        self._finalizer()
+        with self.lock:
+            self._finalizer()
 
     # -- places -----------------------------------------------------------------------------
 
-    def dirs(self, host: str, queue: str, *, create: bool = False) -> QueueDirs:
-        key = (paths.validate_host(host), paths.validate_queue(queue))
+    def queue_dirs(
+        self, host: str, queue: str, *, create: bool = False
+    ) -> AbstractContextManager[QueueDirs]:
+        """Hold a queue's directories for the block (NotFound if it does not exist and not
+        `create`); at most `config.open_queues` that nobody holds stay open."""
+        return self._queues.hold(host, queue, create=create)
+
+    def open_queues(self) -> list[tuple[str, str]]:
         with self.lock:
-            qd = self._dirs.get(key)
-            if qd is None:
-                qd = self._dirs[key] = QueueDirs(
-                    self.root_fd, host, queue, create=create, fsync=self.fsync
-                )
-            return qd
+            return self._queues.keys()
 
     def index(self, qd: QueueDirs) -> PendingIndex:
-        """The fresh pending index of a queue; call with self.lock held."""
-        key = (qd.host, qd.queue)
-        idx = self._indexes.get(key)
-        if idx is None:
-            idx = self._indexes[key] = PendingIndex(
-                qd.fd("pending"), qd.proc_path("pending"), changes()
-            )
+        """The fresh pending index of a held queue; call with self.lock held."""
+        idx = self._queues.index(qd)
         idx.refresh()
         return idx
 
     def note_pending(self, qd: QueueDirs, task: Task) -> None:
         """Our own write into pending/ reaches the index now; inotify brings other processes'."""
         with self.lock:
-            idx = self._indexes.get((qd.host, qd.queue))
+            idx = self._queues.known_index(qd)
             if idx is not None:
                 idx.add(task)
 
@@ -152,9 +153,7 @@ class QueueCore:
         return self.archive.write(task.host, task.queue, task.id, kind, body)
 
 
-def _close(root_fd: int, dirs: dict[tuple[str, str], QueueDirs], log: EventLog) -> None:
-    for qd in dirs.values():
-        qd.close()
-    dirs.clear()
+def _close(root_fd: int, queues: OpenQueues, log: EventLog) -> None:
+    queues.close()
     log.close()
     os.close(root_fd)

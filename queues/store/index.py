@@ -137,6 +137,12 @@ class PendingIndex:
         self._taken.pop(task_id, None)
         self.entries.pop(task_id, None)
 
+    def close(self) -> None:
+        """Stop listening: the change log keeps no more names for this directory."""
+        if self._sub is not None:
+            self._sub.close()
+            self._sub = None
+
     def next_due(self) -> int | None:
         """When the earliest delayed candidate becomes claimable (for waiting claims)."""
         return min((at for at, task_id in self._delayed if task_id in self.entries), default=None)

@@ -23,20 +23,20 @@ def list_tasks(
     offset: int = 0,
 ) -> TaskPage:
     wanted = State(status) if status is not None else None
-    qd = core.dirs(host, queue)
     best: dict[str, Task] = {}
     directories = [wanted.directory] if wanted else list(paths.STATE_DIRS)
-    for directory in directories:
-        for entry in os.scandir(qd.fd(directory)):
-            task_id = paths.task_id_of(entry.name)
-            if task_id is None:
-                continue
-            try:
-                task = copies.read_copy(qd, directory, task_id)
-            except CorruptRecord:
-                continue  # listings skip a corrupt file; the sweep quarantines it
-            if task is not None and (task_id not in best or task.rev > best[task_id].rev):
-                best[task_id] = task
+    with core.queue_dirs(host, queue) as qd:
+        for directory in directories:
+            for entry in os.scandir(qd.fd(directory)):
+                task_id = paths.task_id_of(entry.name)
+                if task_id is None:
+                    continue
+                try:
+                    task = copies.read_copy(qd, directory, task_id)
+                except CorruptRecord:
+                    continue  # listings skip a corrupt file; the sweep quarantines it
+                if task is not None and (task_id not in best or task.rev > best[task_id].rev):
+                    best[task_id] = task
     found = [
         t
         for t in best.values()
@@ -50,13 +50,13 @@ def list_tasks(
 def stats(core: QueueCore, host: str, queue: str, *, now: int | None = None) -> QueueStats:
     """Counts from listings and the pending index; no record is read twice."""
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with core.lock:
-        entries = list(core.index(qd).entries.values())
-    counts = {
-        d: sum(1 for e in os.scandir(qd.fd(d)) if paths.task_id_of(e.name))
-        for d in ("processing", "done")
-    }
+    with core.queue_dirs(host, queue) as qd:
+        with core.lock:
+            entries = list(core.index(qd).entries.values())
+        counts = {
+            d: sum(1 for e in os.scandir(qd.fd(d)) if paths.task_id_of(e.name))
+            for d in ("processing", "done")
+        }
     return QueueStats(
         pending=len(entries),
         processing=counts["processing"],

@@ -21,8 +21,10 @@ def cancel(
 ) -> Task:
     """pending -> cancelled; processing -> cancelRequested; terminal -> NotCancellable."""
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         if task.status is State.PENDING:
             new = task.replace(status=State.CANCELLED, updated_at=now, finished_at=now)
@@ -46,8 +48,10 @@ def retry(
 ) -> Task:
     """failed or cancelled -> pending, with a fresh attempt budget."""
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         if task.status not in (State.FAILED, State.CANCELLED):
             raise NotRetryable()

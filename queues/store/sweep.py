@@ -52,8 +52,12 @@ class SweepReport:
 def sweep_queue(
     core: QueueCore, host: str, queue: str, settings: QueueSettings, *, now: int
 ) -> SweepReport:
+    with core.queue_dirs(host, queue) as qd:
+        return _sweep(core, qd, settings, now)
+
+
+def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) -> SweepReport:
     report = SweepReport(queues=1)
-    qd = core.dirs(host, queue)
     _remove_temps(qd, now, report)
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
     with core.lock:

@@ -54,8 +54,10 @@ def progress(
         checked_lease_ms(settings, lease_seconds)  # refuse a bad value before touching anything
     if progress is not None:
         check_size("progress", progress, settings)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         _held(task, worker, attempt)
         lease_ms = (
@@ -98,8 +100,10 @@ def finish(
 ) -> Task:
     now = now_ms(now)
     check_size("result", result, settings)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         _held(task, worker, attempt)
         new = task.replace(
@@ -137,8 +141,10 @@ def fail(
     now = now_ms(now)
     if result is not None:
         check_size("result", result, settings)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         _held(task, worker, attempt)
         end = {"lease": None, "updated_at": now}

@@ -37,7 +37,7 @@ OPS = {
 
 def prepare(root: Path, steps: list[str]) -> tuple[Harness, str | None]:
     h = Harness(root, fsync=True)
-    h.store.dirs(HOST, QUEUE, create=True)
+    h.store.create_queue(HOST, QUEUE)
     task_id = None
     for step in steps:
         result = procs.run_op(h.store, step, task_id)
