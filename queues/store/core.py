@@ -1,14 +1,14 @@
 """QueueCore: what every verb of the store shares, and the one place that changes a record.
 
 It holds the configuration, the items root, the queues it keeps open (each one's directories and
-pending index, openqueues.py, and the lock that guards them, never a disk write), the event log
-and the payload archive. A verb holds a queue for as long as it uses its directories:
-`with core.queue_dirs(host, queue) as qd:`. Every
-record written and every task's event line goes through `admit` (a new task), `apply` (a change)
-or `remove` (retention's delete), each checked against the transition table before anything is
-written. It knows nothing of the verbs: producing, operating, claiming, working, listing and
-sweep hold them, as functions that take a QueueCore first; QueueStore (store.py) is their public
-face.
+pending index, openqueues.py, and the lock that guards them, never a disk write), the listing
+indexes of the open queues listed most recently, the event log and the payload archive. A verb
+holds a queue for as long as it uses its directories: `with core.queue_dirs(host, queue) as qd:`.
+Every record written and every task's event line goes through `admit` (a new task), `apply` (a
+change) or `remove` (retention's delete), each checked against the transition table before
+anything is written. It knows nothing of the verbs: producing, operating, claiming, working,
+listing and sweep hold them, as functions that take a QueueCore first; QueueStore (store.py) is
+their public face.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from . import copies, files, paths, posting
 from .archive import PayloadArchive
 from .eventlog import EventLog
 from .index import PendingIndex
+from .inotify import changes
+from .listing_index import ListingIndexes
 from .openqueues import OpenQueues
 from .paths import QueueDirs
 from .records import State, Task, check_transition
@@ -37,8 +39,14 @@ class QueueCore:
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
         self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
+        # a queue's listing index is used only while the queue is held, and goes when it closes
+        self.listings = ListingIndexes(changes)
         self._queues = OpenQueues(
-            self.root_fd, limit=config.open_queues, fsync=config.fsync, lock=self.lock
+            self.root_fd,
+            limit=config.open_queues,
+            fsync=config.fsync,
+            lock=self.lock,
+            on_close=self.listings.drop,
         )
         self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
@@ -154,6 +162,6 @@ class QueueCore:
 
 
 def _close(root_fd: int, queues: OpenQueues, log: EventLog) -> None:
-    queues.close()
+    queues.close()  # and with each queue, its listing index
     log.close()
     os.close(root_fd)

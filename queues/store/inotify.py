@@ -40,6 +40,7 @@ APPENDS = IN_MODIFY | IN_MOVED_TO | IN_CREATE  # the event log: lines appended, 
 ARRIVALS = IN_MOVED_TO
 _HEADER = struct.Struct("iIII")
 POLL_SECONDS = 0.05  # the fallback's polling interval
+NAMES_HELD = 10_000  # names a subscription holds between drains before it asks for a listing
 
 
 def arrivals() -> int:
@@ -238,9 +239,12 @@ class Subscription:
     def event(self, mask: int, name: str) -> None:
         if mask & IN_IGNORED:  # the directory is gone: the index lists it from now on
             self.watched = False
-        if mask & (IN_Q_OVERFLOW | IN_IGNORED):
-            self.overflowed = True
-        else:  # events come in order, so the last one says where the name is now
+        # Names pile up until the subscriber next drains, which an index of a queue nobody
+        # lists or claims from here any more never does; past NAMES_HELD, one listing of the
+        # directory is also cheaper than a read per name.
+        if mask & (IN_Q_OVERFLOW | IN_IGNORED) or len(self.names) >= NAMES_HELD:
+            self.overflowed, self.names = True, {}
+        elif not self.overflowed:  # events come in order: the last one says where the name is
             self.names[name] = not mask & (IN_MOVED_FROM | IN_DELETE)
 
     def drain(self) -> tuple[bool, dict[str, bool]]:

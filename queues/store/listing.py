@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 
-from . import copies, paths
+from . import paths
 from .clock import now_ms
 from .core import QueueCore
-from .errors import CorruptRecord
-from .records import State, Task
+from .records import State
 from .results import ANY, QueueStats, TaskPage, _Any
 
 
@@ -22,29 +21,12 @@ def list_tasks(
     limit: int = 50,
     offset: int = 0,
 ) -> TaskPage:
+    """Newest first by (postedAt, id); reads only the page's records (listing_index.py)."""
     wanted = State(status) if status is not None else None
-    best: dict[str, Task] = {}
-    directories = [wanted.directory] if wanted else list(paths.STATE_DIRS)
     with core.queue_dirs(host, queue) as qd:
-        for directory in directories:
-            for entry in os.scandir(qd.fd(directory)):
-                task_id = paths.task_id_of(entry.name)
-                if task_id is None:
-                    continue
-                try:
-                    task = copies.read_copy(qd, directory, task_id)
-                except CorruptRecord:
-                    continue  # listings skip a corrupt file; the sweep quarantines it
-                if task is not None and (task_id not in best or task.rev > best[task_id].rev):
-                    best[task_id] = task
-    found = [
-        t
-        for t in best.values()
-        if (wanted is None or t.status is wanted)
-        and (isinstance(posted_by, _Any) or t.posted_by == posted_by)
-    ]
-    found.sort(key=lambda t: (t.posted_at, t.id), reverse=True)
-    return TaskPage(count=len(found), tasks=found[offset : offset + limit])
+        return core.listings.page(
+            qd, status=wanted, posted_by=posted_by, limit=limit, offset=offset
+        )
 
 
 def stats(core: QueueCore, host: str, queue: str, *, now: int | None = None) -> QueueStats:

@@ -11,7 +11,7 @@ directory. A closed queue's index goes with it and is rebuilt (from a listing) o
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -32,8 +32,17 @@ class _Open:
 class OpenQueues:
     """Every method is called with `lock` held, except `hold`, which takes it."""
 
-    def __init__(self, root_fd: int, *, limit: int, fsync: bool, lock: AbstractContextManager[Any]):
+    def __init__(
+        self,
+        root_fd: int,
+        *,
+        limit: int,
+        fsync: bool,
+        lock: AbstractContextManager[Any],
+        on_close: Callable[[str, str], None] = lambda host, queue: None,
+    ) -> None:
         self.root_fd, self.limit, self.fsync, self.lock = root_fd, max(1, limit), fsync, lock
+        self._on_close = on_close  # what else goes with a closed queue (its listing index)
         self._open: OrderedDict[tuple[str, str], _Open] = OrderedDict()  # least recent first
 
     @contextmanager
@@ -76,6 +85,7 @@ class OpenQueues:
             if len(self._open) <= self.limit:
                 return
             self._close(self._open.pop(key))
+            self._on_close(*key)
 
     def index(self, qd: QueueDirs) -> PendingIndex:
         """The queue's pending index (made on first use), for a holder of `qd`."""
@@ -96,7 +106,9 @@ class OpenQueues:
 
     def close(self) -> None:
         while self._open:
-            self._close(self._open.popitem(last=False)[1])
+            key, entry = self._open.popitem(last=False)
+            self._close(entry)
+            self._on_close(*key)
 
     @staticmethod
     def _close(entry: _Open) -> None:

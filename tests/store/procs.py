@@ -102,3 +102,26 @@ def run_op(store: QueueStore, op: str, task_id: str | None) -> Any:
     if op == "sweep_clean":
         return sweep_queue(store, HOST, QUEUE, LONG, now=now + 10 * 86400 * 1000 + 1)
     raise ValueError(op)
+
+
+def listing_partner(items: str, logs: str, commands: Any, replies: Any) -> None:
+    """Post, claim and finish on command, answering each step once it is done, so the parent
+    can list between the steps."""
+    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=False))
+    claimed: list[Task] = []
+    posted = 0
+    while (step := commands.get()) is not None:
+        op, n = step
+        for _ in range(n):
+            if op == "post":
+                owner = ["alice", "bob", None][posted % 3]
+                store.post(HOST, QUEUE, {"n": posted}, settings=LONG, posted_by=owner)
+                posted += 1
+            elif op == "claim":
+                claimed += store.claim(HOST, QUEUE, settings=LONG, worker="partner")
+            elif op == "finish" and claimed:
+                task = claimed.pop(0)
+                store.finish(HOST, QUEUE, task.id, settings=LONG, worker="partner",
+                             attempt=task.attempts, result={"ok": 1})  # fmt: skip
+        replies.put(step)
+    store.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from queues.store import QueueStore
+from queues.store import QueueStore, inotify
 from queues.store.inotify import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, changes
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
@@ -30,6 +30,23 @@ def test_a_name_is_where_its_last_event_left_it(tmp_path):
             w._dispatch(wd, mask, name)
     present = {"a.json": False, "b.json": True, "c.json": True, "d.json": False}
     assert sub.drain() == (False, present)
+
+
+def test_a_subscription_nobody_drains_holds_a_bounded_number_of_names(tmp_path):
+    """An index of a queue this process no longer lists or claims from is never drained, while
+    other processes churn through new task names there: past a bound it asks for a listing."""
+    w = changes()
+    sub = w.subscribe(str(tmp_path))
+    assert sub is not None
+    wd = next(wd for wd, group in w._subs.items() if sub in group)
+    sub.drain()
+    with w.lock:
+        for n in range(inotify.NAMES_HELD + 1):
+            w._dispatch(wd, IN_MOVED_TO, f"{n:016x}.json")
+    assert len(sub.names) <= inotify.NAMES_HELD
+    assert sub.drain() == (True, {})
+    w.unsubscribe(sub)
+    assert all(sub not in group for group in w._subs.values())
 
 
 def _settled(store: QueueStore, pending: int) -> int:

@@ -206,3 +206,24 @@ def test_threads_over_more_queues_than_the_bound_lose_nothing(tmp_path):
         assert len(store.core.open_queues()) <= 3
     finally:
         store.close()
+
+
+def test_a_closed_queue_takes_its_indexes_and_their_watches_with_it(tmp_path):
+    """A queue listed and claimed from has a listing index (a watch on each state directory) and
+    a pending index (sharing the kernel's watch on pending/); when it is closed both go, and
+    both are rebuilt, right, when it is used again."""
+    store = QueueStore(_config(tmp_path, open_queues=1))
+    try:
+        watched = watches()
+        task = store.post(HOST, "a", {"n": 1}, settings=SETTINGS, posted_by="a", now=T0).task
+        assert store.list_tasks(HOST, "a").count == 1
+        store.stats(HOST, "a", now=T0)
+        assert watches() - watched == 3
+        store.create_queue(HOST, "b")  # a is closed
+        assert store.core.open_queues() == [(HOST, "b")]
+        assert watches() == watched
+        assert [t.id for t in store.list_tasks(HOST, "a").tasks] == [task.id]
+        [claimed] = store.claim(HOST, "a", settings=SETTINGS, worker="w", now=T0 + 1)
+        assert claimed.id == task.id
+    finally:
+        store.close()
