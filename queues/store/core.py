@@ -73,6 +73,14 @@ class QueueCore:
         idx.refresh()
         return idx
 
+    def pending_count(self, qd: QueueDirs) -> int:
+        """How many tasks pending/ holds, exactly: the index refreshed now (inotify's names are
+        queued by the renames that made them, so every post finished before this is in); call
+        with self.lock held."""
+        idx = self._queues.index(qd)
+        idx.refresh(exact=True)
+        return idx.count()
+
     def note_pending(self, qd: QueueDirs, task: Task) -> None:
         """Our own write into pending/ reaches the index now; inotify brings other processes'."""
         with self.lock:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -79,6 +82,22 @@ def check_options(settings: QueueSettings, priority: Any, delay: Any, key: str |
 def check_room(pending: int, settings: QueueSettings) -> None:
     if pending >= settings.max_pending:
         raise QueueFull(retry_after=max(1, min(settings.lease_seconds, 60)))
+
+
+@contextlib.contextmanager
+def posts_locked(qd: QueueDirs) -> Iterator[None]:
+    """The queue's post lock, held across a capped post's count and its write, so posts from
+    any number of threads and processes count one at a time and maxPending is never exceeded.
+
+    An flock on pending/ itself, opened afresh: each open is its own lock holder, so threads of
+    one process exclude each other too, and no lock file is added to the queue's layout. Only
+    capped posts take it; retries and requeues into pending/ are not posts and are not capped."""
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 def item_hash(item: Any) -> str:

@@ -47,10 +47,13 @@ def post(
         idempotency_key=idempotency_key,
     )
     with core.queue_dirs(host, queue, create=True) as qd:
-        if settings.max_pending:
-            with core.lock:
-                posting.check_room(len(core.index(qd).entries), settings)
-        prior = core.admit(qd, task, now=now, settings=settings)
+        if not settings.max_pending:
+            prior = core.admit(qd, task, now=now, settings=settings)
+        else:
+            with posting.posts_locked(qd):
+                with core.lock:
+                    posting.check_room(core.pending_count(qd), settings)
+                prior = core.admit(qd, task, now=now, settings=settings)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
