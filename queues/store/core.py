@@ -97,14 +97,18 @@ class QueueCore:
         """Write a new pending task, then its `posted` line. With an Idempotency-Key already
         used for the same item, write nothing and return the task that key made."""
         check_transition(task.id, None, task.status, "posted")
+        if task.idempotency_key is not None:
+            prior = posting.settle_key(qd, task, fsync=self.fsync)
+            if prior is not None:
+                return prior
+        # Archived once the id is surely this task's (a replay archives nothing), and before
+        # the task is written, so that a post that fails here has posted nothing.
         archived = (
             [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
             if settings.archive_payloads
             else []
         )
-        prior = posting.write_new(qd, task, fsync=self.fsync)
-        if prior is not None:
-            return prior
+        posting.write_task(qd, task, fsync=self.fsync)
         self.note_pending(qd, task)
         self.log.append(task, "posted", now=now, archived=archived)
         return None
