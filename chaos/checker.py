@@ -227,7 +227,9 @@ def check(run_dir: Path) -> Figures:
         body = final["result"] if isinstance(final.get("result"), dict) else {}
         if (
             len(results) > 1
-            or len(accepted.get(tid, [])) > 1
+            # a result sent again after a broken connection is answered 200 as a replay: the
+            # same worker and attempt accepted twice is one acceptance
+            or len(set(accepted.get(tid, []))) > 1
             or (final.get("status") == "finished" and body.get("attempt") != final.get("attempts"))
         ):
             fig.overwritten.append(tid)

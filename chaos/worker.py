@@ -24,7 +24,9 @@ from taskhoster.client import ApiError, Client
 
 from .server import HOST, QUEUE
 
-RESULT_TRIES = 3  # a result that broke off may be sent again: a landed one answers 409
+# a result that broke off may be sent again: a landed one answers 200 again (a replay), as
+# long as no other attempt has begun since
+RESULT_TRIES = 3
 
 
 class Log:

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from .links import payload_url
+
 
 class TaskEvent(models.Model):
     """One line of a day-file: every field of the event line (tasklogs.md), plus its origin.
@@ -52,6 +54,16 @@ class TaskEvent(models.Model):
     @property
     def archived_kinds(self) -> list[str]:
         return self.archived.split(",") if self.archived else []
+
+    @property
+    def payload_links(self) -> list[tuple[str, str]]:
+        """(kind, address) of each payload this event archived: a result or an error is the
+        one this event's attempt wrote, not a later attempt's."""
+        return [
+            (kind, payload_url(self.host, self.queue, self.task_id, kind,
+                               attempts=self.attempts, event=self.event))
+            for kind in self.archived_kinds
+        ]  # fmt: skip
 
 
 class IngestCursor(models.Model):

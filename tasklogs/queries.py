@@ -18,9 +18,11 @@ from django.db.models import Q, QuerySet
 
 from queues.access import User, operated_queues
 from queues.services import get_store
+from queues.store.archive import PER_EVENT_KINDS
 from queues.store.errors import StoreError
 from queues.store.paths import validate_host, validate_queue, validate_task_id
 
+from .links import payload_label, payload_url
 from .models import TaskEvent
 from .parsing import PAYLOAD_KINDS
 
@@ -65,7 +67,9 @@ class Timeline:
     earlier: str | None = None  # the cursor of the page before `events`, when there is one
     later: str | None = None  # the cursor of the page after `events`, when there is one
     paged: bool = False  # a page reached by a link (not the first view)
-    payloads: list[str] = field(default_factory=list)  # kinds any event archived
+    # (label, address) of every payload any event archived: the item, the progress lines,
+    # and each attempt's result and error
+    payloads: list[tuple[str, str]] = field(default_factory=list)
     current: Any = None  # the task as the store holds it now, or None when it is gone
 
 
@@ -188,20 +192,38 @@ def task_timeline(
         page = _page_before(events, key)
     if not page["events"] and key is None and current is None:
         return None
-    # Every event of the task, not just this page's: a few distinct values at most. (Without
-    # order_by(), the model's ordering would join the DISTINCT and undo it.)
-    archived = events.exclude(archived="").order_by().values_list("archived", flat=True)
-    archived = archived.distinct()
-    kinds = {kind for kinds in archived for kind in kinds.split(",")}
     return Timeline(
         host=host,
         queue=queue,
         task_id=task_id,
         current=current,
-        payloads=[k for k in PAYLOAD_KINDS if k in kinds],
+        payloads=_payloads(events, host, queue, task_id),
         paged=key is not None,
         **page,
     )
+
+
+def _payloads(
+    events: QuerySet[TaskEvent], host: str, queue: str, task_id: str
+) -> list[tuple[str, str]]:
+    """Every event of the task, not just this page's: a few distinct rows at most (one per
+    attempt that archived a body). Without order_by(), the model's ordering would join the
+    DISTINCT and undo it."""
+    rows = events.exclude(archived="").order_by().values_list("archived", "attempts", "event")
+    found = set()
+    for archived, attempts, event in rows.distinct():
+        for kind in archived.split(","):
+            if kind in PER_EVENT_KINDS:  # the task-wide files first, then attempt by attempt
+                found.add((1, attempts, PAYLOAD_KINDS.index(kind), event))
+            else:
+                found.add((0, 0, PAYLOAD_KINDS.index(kind), ""))
+    return [
+        (
+            payload_label(PAYLOAD_KINDS[k], attempts=attempts, event=event),
+            payload_url(host, queue, task_id, PAYLOAD_KINDS[k], attempts=attempts, event=event),
+        )
+        for _, attempts, k, event in sorted(found)
+    ]
 
 
 Key = tuple[dt.datetime, int]

@@ -12,4 +12,10 @@ urlpatterns = [
     path("", views.event_list, name="events"),
     path("<str:host>/<str:queue>/<str:task_id>/", views.task_timeline, name="task"),
     path("<str:host>/<str:queue>/<str:task_id>/payloads/<str:kind>", views.payload, name="payload"),
+    # a result or error body of one event: its attempt and its event name, as the line has them
+    path(
+        "<str:host>/<str:queue>/<str:task_id>/payloads/<str:kind>/<int:attempt>/<str:event>",
+        views.payload,
+        name="event-payload",
+    ),
 ]

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_safe
 
 from . import queries
 from .forms import EventFilterForm
-from .payloads import FILES, open_payload
+from .payloads import open_payload
 
 # The payload is user JSON: never let a browser sniff it into HTML, run it, or frame it.
 PAYLOAD_POLICY = "default-src 'none'; sandbox"
@@ -56,16 +56,35 @@ def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> 
 
 @require_safe
 @login_required
-def payload(request: HttpRequest, host: str, queue: str, task_id: str, kind: str) -> FileResponse:
-    opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, host, queue, task_id, kind)
+def payload(
+    request: HttpRequest,
+    host: str,
+    queue: str,
+    task_id: str,
+    kind: str,
+    attempt: int | None = None,
+    event: str | None = None,
+) -> FileResponse:
+    """A task-wide payload (`kind` only), or the result or error body of one event."""
+    opened = open_payload(
+        request.user,
+        settings.TASKHOSTER_LOGS_DIR,
+        host,
+        queue,
+        task_id,
+        kind,
+        attempt=attempt,
+        event=event,
+    )
     if opened is None:
         raise Http404
+    body, name = opened
     # Inline, so the link's new tab shows the JSON: the browser treats application/json with
     # nosniff as text, and the sandboxing CSP keeps it from running anything even if it did not.
     response = FileResponse(
-        opened,
+        body,
         as_attachment=False,
-        filename=f"{task_id}-{FILES[kind]}",
+        filename=f"{task_id}-{name}",
         content_type="application/json; charset=utf-8",
     )
     response["X-Content-Type-Options"] = "nosniff"

@@ -99,6 +99,18 @@ def test_operator_cancels_then_retries_a_task(resize):
     assert get_store().read("task.example.com", "resize", task.id).status == "pending"
 
 
+def test_the_task_page_shows_when_it_was_posted_and_when_retried(resize):
+    store, settings = get_store(), resize.to_settings()
+    task = store.post("task.example.com", "resize", {"n": 1}, settings=settings,
+                      posted_by="alice", now=1_751_500_000_000).task  # fmt: skip
+    store.cancel("task.example.com", "resize", task.id, settings=settings, now=1_751_500_001_000)
+    store.retry("task.example.com", "resize", task.id, settings=settings, now=1_751_586_400_000)
+    client = client_for("olga", role="operator", queue=resize)
+    page = client.get(f"/console/task.example.com/resize/{task.id}/").content.decode()
+    assert "<th>posted</th><td>2025-07-02 23:46:40.000Z by alice</td>" in page
+    assert "<th>requeued</th><td>2025-07-03 23:46:40.000Z" in page
+
+
 def test_a_refused_action_is_reported_and_changes_nothing(resize):
     task = post(resize)
     client = client_for("olga", role="operator", queue=resize)

@@ -10,7 +10,7 @@ from queues.api import held_threads
 from queues.api.context import QueueContext
 from queues.models import Role
 from queues.services import get_store
-from queues.store import ANY, NotFound, PostResult, Task, TaskPage
+from queues.store import ANY, NotFound, PostResult, Reported, Task, TaskPage
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
@@ -112,7 +112,7 @@ def progress(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, prog
     )
 
 
-def finish(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, result: Any) -> Task:
+def finish(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, result: Any) -> Reported:
     ctx.require(WORKER)
     return get_store().finish(
         ctx.host,
@@ -134,7 +134,7 @@ def fail(
     result: Any,
     retry: bool,
     cancelled: bool,
-) -> Task:
+) -> Reported:
     ctx.require(WORKER)
     return get_store().fail(
         ctx.host,

@@ -29,6 +29,12 @@ class _ExtensionFields(serializers.Serializer):
     leaseSeconds = serializers.IntegerField(
         required=False, help_text="The claim's lease length; progress extends the lease by it."
     )
+    requeuedAt = serializers.IntegerField(
+        required=False,
+        help_text="When a retry (an operator's, or a failure's backoff within the attempt "
+        "budget) put the task back; the queue timeout counts from the later of postedAt and "
+        "this.",
+    )
 
 
 class TaskStatusSerializer(_ExtensionFields):
@@ -91,7 +97,10 @@ class _Fenced(serializers.Serializer):
 
 
 class ProgressRequestSerializer(_Fenced):
-    progress = serializers.JSONField(required=False, help_text="Omit to extend the lease only.")
+    progress = serializers.JSONField(
+        required=False,
+        help_text="Omit for a heartbeat: it extends the lease only, and writes no event.",
+    )
 
 
 class ProgressResponseSerializer(serializers.Serializer):

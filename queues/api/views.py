@@ -24,7 +24,7 @@ from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
-from queues.store import STATUSES, State, TaskPage
+from queues.store import STATUSES, Reported, State, TaskPage
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
@@ -225,39 +225,58 @@ class ProgressView(APIView):
         return Response({"lease": lease, "cancelRequested": task.cancel_requested})
 
 
+OUTCOME_REPLAYED = "Taskhoster-Outcome-Replayed"
+_REPLAY = OpenApiParameter(
+    OUTCOME_REPLAYED,
+    str,
+    OpenApiParameter.HEADER,
+    enum=["true"],
+    response=[200],
+    description="Present when this report repeated the one that ended the attempt (same "
+    "worker, attempt and body): nothing changed, and the body is the task as it stands. A "
+    "different report after the end answers 409 lease_lost.",
+)
+
+
+def _reported(reported: Reported) -> Response:
+    headers = {OUTCOME_REPLAYED: "true"} if reported.replayed else None
+    return Response(reported.task.status_view(), headers=headers)
+
+
 class ResultView(APIView):
     @extend_schema(
         operation_id="result",
-        summary="Finish the task with its result",
-        parameters=TASK,
+        summary="Finish the task with its result (the same report again answers 200 as well)",
+        parameters=[*TASK, _REPLAY],
         request=s.ResultRequestSerializer,
         responses={200: s.TaskStatusSerializer, **errors(*WITH_BODY, 409)},
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
         body = inputs.json_object(request)
-        task = actions.finish(
+        reported = actions.finish(
             ctx,
             id,
             worker=inputs.string(body, "worker"),
             attempt=inputs.integer(body, "attempt"),
             result=inputs.present(body, "result"),
         )
-        return Response(task.status_view())
+        return _reported(reported)
 
 
 class FailView(APIView):
     @extend_schema(
         operation_id="fail",
-        summary="Report a failure: failed, retried after the backoff, or cancelled",
-        parameters=TASK,
+        summary="Report a failure: failed, retried after the backoff, or cancelled (the same "
+        "report again answers 200 as well)",
+        parameters=[*TASK, _REPLAY],
         request=s.FailRequestSerializer,
         responses={200: s.TaskStatusSerializer, **errors(*WITH_BODY, 409)},
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
         body = inputs.json_object(request)
-        task = actions.fail(
+        reported = actions.fail(
             ctx,
             id,
             worker=inputs.string(body, "worker"),
@@ -266,7 +285,7 @@ class FailView(APIView):
             retry=inputs.boolean(body, "retry"),
             cancelled=inputs.boolean(body, "cancelled"),
         )
-        return Response(task.status_view())
+        return _reported(reported)
 
 
 class NoSuchPath(APIView):

@@ -30,7 +30,7 @@ from .errors import (
 from .eventlog import EventLog
 from .paths import STATE_DIRS
 from .records import STATUSES, Lease, State, Task
-from .results import ANY, PostResult, QueueStats, TaskPage
+from .results import ANY, PostResult, QueueStats, Reported, TaskPage
 from .settings import QueueSettings, StoreConfig
 from .store import QueueStore, sweep_all, sweep_queue
 from .sweep import SweepReport
@@ -57,6 +57,7 @@ __all__ = [
     "QueueSettings",
     "QueueStats",
     "QueueStore",
+    "Reported",
     "State",
     "StorageUnavailable",
     "StoreConfig",

@@ -137,6 +137,7 @@ def _claim_one(
             lease=Lease(worker=worker, until=now + lease_ms),
             lease_seconds=lease_ms // 1000,
             updated_at=now,
+            ended_by=None,  # a new attempt: the last one's report can no longer be replayed
         )
         try:
             return core.apply(qd, "processing", task, new, "claimed", now=now, worker=worker)

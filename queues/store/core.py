@@ -131,7 +131,9 @@ class QueueCore:
         check_transition(new.id, old.status, new.status, event)
         archived = []
         if settings is not None and settings.archive_payloads:
-            archived = [self._archive(new, kind, body) for kind, body in (archive or {}).items()]
+            archived = [
+                self._archive(new, event, kind, body) for kind, body in (archive or {}).items()
+            ]
         copies.commit(qd, source, new, fsync=self.fsync)
         if new.status is State.PENDING:
             self.note_pending(qd, new)
@@ -167,10 +169,13 @@ class QueueCore:
     def prune_logs(self, *, now: int) -> int:
         return self.log.prune(now=now, retain_days=self.config.log_retain_days)
 
-    def _archive(self, task: Task, kind: str, body: Any) -> str:
+    def _archive(self, task: Task, event: str | None, kind: str, body: Any) -> str:
         if kind == "progress":
             return self.archive.append_progress(task.host, task.queue, task.id, body)
-        return self.archive.write(task.host, task.queue, task.id, kind, body)
+        assert event is not None, "a body is archived for the event that carries it"
+        return self.archive.write_outcome(
+            task.host, task.queue, task.id, kind, body, attempt=task.attempts, event=event
+        )
 
 
 def _close(root_fd: int, queues: OpenQueues, log: EventLog) -> None:

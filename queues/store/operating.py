@@ -27,7 +27,9 @@ def cancel(
     ):
         task = found.task
         if task.status is State.PENDING:
-            new = task.replace(status=State.CANCELLED, updated_at=now, finished_at=now)
+            new = task.replace(
+                status=State.CANCELLED, updated_at=now, finished_at=now, ended_by=None
+            )
             return core.apply(qd, found.directory, task, new, "cancelled", now=now)
         if task.status is State.PROCESSING:
             if task.cancel_requested:
@@ -46,7 +48,8 @@ def retry(
     settings: QueueSettings,
     now: int | None = None,
 ) -> Task:
-    """failed or cancelled -> pending, with a fresh attempt budget."""
+    """failed or cancelled -> pending, with a fresh attempt budget and a fresh queue-timeout
+    window (requeuedAt)."""
     now = now_ms(now)
     with (
         core.queue_dirs(host, queue) as qd,
@@ -69,5 +72,7 @@ def retry(
             available_at=0,
             max_attempts=task.attempts + budget if budget else 0,
             last_error=task.result if task.result is not None else task.error,
+            requeued_at=now,
+            ended_by=None,
         )
         return core.apply(qd, found.directory, task, new, "retried", now=now)

@@ -105,7 +105,17 @@ _EXT = {
     # The claim's own lease length: progress extends the lease by it (api.md), and the
     # specification's lease {worker, until} does not say how long the claim asked for.
     "lease_seconds": "leaseSeconds",
+    # When a retry (an operator's, or the attempt budget's backoff) put the task back: its queue
+    # timeout counts from here, not from postedAt (a lapsed lease's requeue leaves it alone).
+    "requeued_at": "requeuedAt",
+    # The worker whose own report (result or fail) ended the latest attempt, so that the same
+    # report sent again is known for a replay once the lease is gone; cleared when anything
+    # else changes the task's course (a claim, a retry, a cancel, a timeout).
+    "ended_by": "endedBy",
 }
+# ext fields kept out of the producer's status view: which worker ran a task is the workers'
+# and operators' business, as the lease is
+_NOT_IN_STATUS_VIEW = frozenset({"endedBy"})
 _STATUS_VIEW = (
     "id",
     "host",
@@ -146,6 +156,8 @@ class Task:
     cancel_requested: bool = False
     last_error: Any = None
     lease_seconds: int = 0
+    requeued_at: int | None = None
+    ended_by: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one)."""
@@ -167,8 +179,19 @@ class Task:
     def status_view(self) -> dict[str, Any]:
         record = self.to_record()
         view = {name: record[name] for name in _STATUS_VIEW}
-        view.update({name: record[name] for name in _EXT.values() if name in record})
+        view.update(
+            {
+                name: record[name]
+                for name in _EXT.values()
+                if name in record and name not in _NOT_IN_STATUS_VIEW
+            }
+        )
         return view
+
+    @property
+    def window_start(self) -> int:
+        """Where the queue timeout counts from: the post, or the latest retry."""
+        return max(self.posted_at, self.requeued_at or 0)
 
     @classmethod
     def from_record(cls, data: Any) -> Task:
@@ -209,6 +232,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "idempotency_key": (str, type(None)),
     "cancel_requested": (bool,),
     "lease_seconds": (int,),
+    "requeued_at": (int, type(None)),
+    "ended_by": (str, type(None)),
 }
 
 

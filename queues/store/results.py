@@ -14,6 +14,16 @@ class PostResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Reported:
+    """What a worker's result or fail answers."""
+
+    task: Task
+    # True: the worker that ended this attempt sent the same report again (a retry after a
+    # lost answer, say); nothing changed and `task` is the record as it stands
+    replayed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskPage:
     count: int  # all matching tasks, not just this page
     tasks: list[Task]  # newest first

@@ -21,7 +21,7 @@ from . import claiming, listing, operating, producing, sweep, working
 from .core import QueueCore
 from .paths import QueueDirs
 from .records import Task
-from .results import ANY, PostResult, QueueStats, TaskPage, _Any
+from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
 from .settings import QueueSettings, StoreConfig
 from .sweep import SweepReport
 
@@ -232,7 +232,7 @@ class QueueStore:
         attempt: int,
         result: Any,
         now: int | None = None,
-    ) -> Task:
+    ) -> Reported:
         return working.finish(
             self.core,
             host,
@@ -258,7 +258,7 @@ class QueueStore:
         retry: bool = False,
         cancelled: bool = False,
         now: int | None = None,
-    ) -> Task:
+    ) -> Reported:
         return working.fail(
             self.core,
             host,

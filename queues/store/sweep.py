@@ -36,6 +36,7 @@ class SweepReport:
     timeout: int = 0
     requeue: int = 0
     failed: int = 0  # lapsed leases past the attempt budget
+    cancelled: int = 0  # lapsed leases of tasks whose cancel was requested
     cleaned: int = 0
     reconciled: int = 0  # losing copies deleted
     quarantined: int = 0
@@ -70,9 +71,11 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
         known = dict(core.index(qd).entries)
     for task_id in sorted(set().union(*listed.values())):
         where = [d for d in paths.STATE_DIRS if task_id in listed[d]]
+        # The index knows postedAt, and the window starts there or later (at a retry): a task
+        # fresh by its postedAt is fresh; any other is read, and judged by its window_start.
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
         if where == ["pending"] and fresh:
-            continue  # the index knows its postedAt: no need to read the file
+            continue
         best = _settle(core, qd, task_id, where, now, report)
         if best is not None:
             _apply_rules(core, qd, best, settings, now, report)
@@ -216,9 +219,14 @@ def _apply_rules(
     report: SweepReport,
 ) -> None:
     task = best.task
-    if best.directory != "done" and now - task.posted_at > settings.queue_seconds * 1000:
+    if best.directory != "done" and now - task.window_start > settings.queue_seconds * 1000:
         new = task.replace(
-            status=State.FAILED, error="timeout", lease=None, updated_at=now, finished_at=now
+            status=State.FAILED,
+            error="timeout",
+            lease=None,
+            updated_at=now,
+            finished_at=now,
+            ended_by=None,
         )
         _change(core, qd, best, new, "timeout", now, settings, archive={"error": "timeout"})
         report.timeout += 1
@@ -227,7 +235,11 @@ def _apply_rules(
         if _change(core, qd, best, task.replace(updated_at=now), "requeue", now, settings):
             report.requeue += 1
     elif best.directory == "processing" and task.lease is not None and task.lease.until <= now:
-        if task.max_attempts and task.attempts >= task.max_attempts:
+        if task.cancel_requested:
+            # its worker is gone: no one else may run what its owner asked to stop
+            new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
+            report.cancelled += _change(core, qd, best, new, "cancelled", now, settings)
+        elif task.max_attempts and task.attempts >= task.max_attempts:
             new = task.replace(
                 status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
             )

@@ -1,9 +1,13 @@
 """The worker's verbs on a claimed task: progress, finish, fail. Each is fenced: only the worker
-and attempt the claim named may change the task."""
+and attempt the claim named may change the task. A finish or fail that the record shows was
+already made, by the same worker for the same attempt with the same body, is answered as a
+replay (a worker repeating a report whose answer it lost) instead of as a lost lease."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import orjson
 
 from . import copies, paths
 from .claiming import checked_lease_ms
@@ -12,6 +16,7 @@ from .core import QueueCore
 from .errors import InvalidRequest, LeaseLost
 from .posting import check_size
 from .records import Lease, State, Task
+from .results import Reported
 from .settings import QueueSettings
 
 
@@ -35,6 +40,41 @@ def _held(task: Task, worker: str, attempt: int) -> None:
         raise LeaseLost()
 
 
+def _same(a: Any, b: Any) -> bool:
+    """The same JSON: keys in any order, but 1, 1.0 and true are three different bodies."""
+    return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        b, option=orjson.OPT_SORT_KEYS
+    )
+
+
+def _ended_by(task: Task, worker: str, attempt: int) -> bool:
+    """This worker's own report ended this attempt, and nothing has changed its course since."""
+    return task.ended_by == worker and task.attempts == attempt
+
+
+def _finished_so(task: Task, worker: str, attempt: int, result: Any) -> bool:
+    return (
+        _ended_by(task, worker, attempt)
+        and task.status is State.FINISHED
+        and _same(task.result, result)
+    )
+
+
+def _failed_so(
+    task: Task, worker: str, attempt: int, result: Any, *, retry: bool, cancelled: bool
+) -> bool:
+    """The record shows what this fail would have made of the attempt: cancelled; failed (past
+    the budget, with retry); or, with retry, pending again and not yet claimed."""
+    if not _ended_by(task, worker, attempt):
+        return False
+    if cancelled:
+        return task.status is State.CANCELLED and _same(task.result, result)
+    if task.status is State.FAILED:
+        errors = (None, "attempts") if retry else (None,)
+        return task.error in errors and _same(task.result, result)
+    return retry and task.status is State.PENDING and _same(task.last_error, result)
+
+
 def progress(
     core: QueueCore,
     host: str,
@@ -48,7 +88,11 @@ def progress(
     lease_seconds: int | None = None,
     now: int | None = None,
 ) -> Task:
-    """Record progress (optional) and extend the lease by the claim's lease length."""
+    """Record progress (optional) and extend the lease by the claim's lease length.
+
+    Without a progress body this is a heartbeat: the record is rewritten with the new lease,
+    but no event line and no archive line are written (a worker beats every lease/3 seconds,
+    and a long task's history would be nothing but beats)."""
     now = now_ms(now)
     if lease_seconds is not None:
         checked_lease_ms(settings, lease_seconds)  # refuse a bad value before touching anything
@@ -78,7 +122,7 @@ def progress(
             found.directory,
             task,
             new,
-            "progress",
+            "progress" if progress is not None else None,
             now=now,
             worker=worker,
             archive=body,
@@ -97,7 +141,9 @@ def finish(
     attempt: int,
     result: Any,
     now: int | None = None,
-) -> Task:
+) -> Reported:
+    """Finished with `result`; the same result again from the same worker and attempt is a
+    replay that changes nothing."""
     now = now_ms(now)
     check_size("result", result, settings)
     with (
@@ -105,11 +151,18 @@ def finish(
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
         task = found.task
+        if _finished_so(task, worker, attempt, result):
+            return Reported(task=task, replayed=True)
         _held(task, worker, attempt)
         new = task.replace(
-            status=State.FINISHED, result=result, lease=None, updated_at=now, finished_at=now
+            status=State.FINISHED,
+            result=result,
+            lease=None,
+            updated_at=now,
+            finished_at=now,
+            ended_by=worker,
         )
-        return core.apply(
+        done = core.apply(
             qd,
             found.directory,
             task,
@@ -120,6 +173,7 @@ def finish(
             archive={"result": result},
             settings=settings,
         )
+        return Reported(task=done, replayed=False)
 
 
 def fail(
@@ -135,9 +189,14 @@ def fail(
     retry: bool = False,
     cancelled: bool = False,
     now: int | None = None,
-) -> Task:
+) -> Reported:
     """Failed; with `retry` and budget left, back to pending after the backoff; with `cancelled`
-    on a task whose cancel was requested, cancelled."""
+    on a task whose cancel was requested, cancelled. The same fail again from the same worker
+    and attempt, while the record still shows its outcome, is a replay that changes nothing.
+
+    The backoff's requeue starts a fresh queue-timeout window (requeuedAt) when the task has an
+    attempt budget; without one, fail(retry) may requeue forever, and the queue timeout counted
+    from the last post or operator's retry stays the one bound on it."""
     now = now_ms(now)
     if result is not None:
         check_size("result", result, settings)
@@ -146,8 +205,10 @@ def fail(
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
         task = found.task
+        if _failed_so(task, worker, attempt, result, retry=retry, cancelled=cancelled):
+            return Reported(task=task, replayed=True)
         _held(task, worker, attempt)
-        end = {"lease": None, "updated_at": now}
+        end = {"lease": None, "updated_at": now, "ended_by": worker}
         if cancelled:
             if not task.cancel_requested:
                 raise InvalidRequest("Only a task whose cancel was requested can end cancelled.")
@@ -163,6 +224,7 @@ def fail(
                 last_error=result,
                 progress=None,
                 available_at=now + settings.backoff_ms(task.attempts),
+                requeued_at=now if task.max_attempts else task.requeued_at,
                 **end,
             )
             event = "requeue"
@@ -177,7 +239,7 @@ def fail(
         body = {"result": result} if result is not None else {}
         if new.error:
             body["error"] = new.error
-        return core.apply(
+        ended = core.apply(
             qd,
             found.directory,
             task,
@@ -188,3 +250,4 @@ def fail(
             archive=body,
             settings=settings,
         )
+        return Reported(task=ended, replayed=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from rest_framework.test import APIClient
 
@@ -65,6 +66,16 @@ class World:
         return self.store.post(
             *place, item or {"n": 1}, settings=queue.to_settings(), posted_by=by, **kw
         ).task
+
+    def events(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's lines in the event log, oldest first."""
+        lines = []
+        for day in sorted((self.store.config.logs_dir / "tasks").glob("*.jsonl")):
+            for raw in day.read_bytes().splitlines():
+                line = orjson.loads(raw)
+                if line["id"] == task_id:
+                    lines.append(line)
+        return lines
 
     def claim(self, place: tuple[str, str] = (HOST, QUEUE), worker: str = "box-1") -> Task:
         queue = Queue.objects.get(host__name=place[0], name=place[1])

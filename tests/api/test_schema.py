@@ -59,6 +59,16 @@ def test_the_schema_describes_every_endpoint_body_and_error(client):
     assert set(components["schemas"]["Error"]["properties"]) == {"code", "detail"}
 
 
+def test_the_schema_documents_the_replay_header_and_the_requeue_time(client):
+    schema = served_schema(client)
+    for verb in ("result", "fail"):
+        answer = schema["paths"][f"/api/v1/queues/{{host}}/{{queue}}/tasks/{{id}}/{verb}"]["post"]
+        headers = answer["responses"]["200"]["headers"]
+        assert "Taskhoster-Outcome-Replayed" in headers, verb
+    fields = schema["components"]["schemas"]["TaskStatus"]["properties"]
+    assert {"postedAt", "requeuedAt"} <= set(fields)
+
+
 def test_the_schema_is_valid_openapi(client):
     from drf_spectacular.validation import validate_schema
 

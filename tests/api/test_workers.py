@@ -309,3 +309,86 @@ def test_a_waiting_read_that_cannot_wait_answers_at_once(world, settings):
         r = alice.get(f"{url(HOST, QUEUE)}/{task.id}", {"wait": 5, "since": task.updated_at})
         assert time.monotonic() - started < 2
     assert r.status_code == 200 and r.json()["status"] == "pending"
+
+
+REPLAYED = "Taskhoster-Outcome-Replayed"
+
+
+@pytest.mark.parametrize(
+    ("verb", "body", "status"),
+    [
+        ("result", {"result": {"bytes": 2048}}, "finished"),
+        ("fail", {"result": {"why": "bad png"}}, "failed"),
+        ("fail", {"result": {"why": "busy"}, "retry": True}, "pending"),
+    ],
+)
+def test_the_same_outcome_twice_answers_200_and_says_it_was_a_replay(world, verb, body, status):
+    """A worker that lost the answer to its report sends it again: the task as it stands, and
+    the header; a different body, another worker or another attempt is still lease_lost."""
+    world.queues["own"].max_attempts = 3
+    world.queues["own"].save()
+    task = world.post()
+    claim(world)
+    bob, report = world.client("bob"), {"worker": "box-1", "attempt": 1, **body}
+    first = bob.post(task_url(task.id, verb), report, format="json")
+    assert first.status_code == 200 and first.json()["status"] == status
+    assert REPLAYED not in first
+    lines, rev = len(world.events(task.id)), world.store.read(HOST, QUEUE, task.id).rev
+
+    again = bob.post(task_url(task.id, verb), report, format="json")
+    assert again.status_code == 200 and again[REPLAYED] == "true"
+    assert again.json() == first.json()
+    assert len(world.events(task.id)) == lines  # nothing happened twice
+
+    for other in (
+        {**report, "result": {"something": "else"}},
+        {**report, "worker": "box-2"},
+        {**report, "attempt": 2},
+    ):
+        r = bob.post(task_url(task.id, verb), other, format="json")
+        assert (r.status_code, r.json()["code"]) == (409, "lease_lost")
+        assert REPLAYED not in r
+    assert world.store.read(HOST, QUEUE, task.id).rev == rev
+
+
+def test_a_retried_failure_is_no_replay_once_another_worker_claimed_the_task(world):
+    world.queues["own"].max_attempts = 3
+    world.queues["own"].backoff_seconds = 1
+    world.queues["own"].save()
+    task = world.post()
+    claim(world)
+    report = {"worker": "box-1", "attempt": 1, "result": {"why": "busy"}, "retry": True}
+    bob = world.client("bob")
+    assert bob.post(task_url(task.id, "fail"), report, format="json").status_code == 200
+    settings = world.queues["own"].to_settings()
+    available = world.store.read(HOST, QUEUE, task.id).available_at
+    world.store.claim(HOST, QUEUE, settings=settings, worker="box-2", now=available)
+    r = bob.post(task_url(task.id, "fail"), report, format="json")
+    assert (r.status_code, r.json()["code"]) == (409, "lease_lost")
+
+
+def test_a_heartbeat_writes_no_event_line(world):
+    task = world.post()
+    claim(world)
+    lines = len(world.events(task.id))
+    bob, beat = world.client("bob"), {"worker": "box-1", "attempt": 1}
+    for _ in range(5):
+        assert bob.post(task_url(task.id, "progress"), beat, format="json").status_code == 200
+    assert len(world.events(task.id)) == lines
+    told = {**beat, "progress": {"percent": 50}}
+    assert bob.post(task_url(task.id, "progress"), told, format="json").status_code == 200
+    assert [e["event"] for e in world.events(task.id)[lines:]] == ["progress"]
+
+
+def test_the_status_view_shows_when_a_retried_task_was_requeued(world):
+    task = world.post(now=1_000)
+    claim(world)
+    bob = world.client("bob")
+    bob.post(task_url(task.id, "fail"), {"worker": "box-1", "attempt": 1}, format="json")
+    r = world.client("olga").post(f"{url(HOST, QUEUE)}/{task.id}/retry")
+    assert r.status_code == 200
+    view = r.json()
+    assert view["postedAt"] == 1_000 and view["requeuedAt"] >= view["updatedAt"] > 1_000
+    assert "endedBy" not in view  # the worker that ended the attempt is not the producer's
+    read = world.client("alice").get(f"{url(HOST, QUEUE)}/{task.id}").json()
+    assert read["requeuedAt"] == view["requeuedAt"]

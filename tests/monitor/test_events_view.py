@@ -130,3 +130,25 @@ def test_a_stream_that_fails_to_start_gives_its_thread_back(queue, settings, tmp
     with pytest.raises(OSError):
         subscribe(token_for("olga", "operator"))
     assert held_threads.held() == (0, 0)
+
+
+@pytest.mark.django_db
+def test_a_heartbeat_reaches_no_subscriber(queue):
+    """The stream follows the log: a progress call without a body writes no line, so the
+    subscribers see the progress that said something and the result, not the beats."""
+    settings = queue.to_settings()
+    store = get_store()
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="paul").task
+    store.claim(HOST, QUEUE, settings=settings, worker="box-1")
+    stream = subscribe(token_for("olga", "operator"), task=task.id)
+    chunks = iter(stream.streaming_content)
+    assert next(chunks).startswith(b"retry:")
+    report = {"settings": settings, "worker": "box-1", "attempt": 1}
+    for _ in range(5):
+        store.progress(HOST, QUEUE, task.id, **report)
+    store.progress(HOST, QUEUE, task.id, progress={"percent": 50}, **report)
+    store.finish(HOST, QUEUE, task.id, result={"ok": True}, **report)
+    events = [
+        line.split(b": ", 1)[1] for line in next(chunks).splitlines() if line.startswith(b"event:")
+    ]
+    assert events == [b"progress", b"result"]

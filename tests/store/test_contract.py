@@ -180,7 +180,7 @@ def test_finish_moves_to_done_and_a_result_is_never_overwritten(h):
         attempt=1,
         result={"bytes": 2048},
         now=T0 + 5000,
-    )
+    ).task
     assert done.status is State.FINISHED and done.finished_at == T0 + 5000 and done.lease is None
     assert h.where(task.id) == ["done"]
     assert h.on_disk(task.id)["done"]["result"] == {"bytes": 2048}
@@ -214,7 +214,7 @@ def test_fail_moves_to_done_failed_with_result_as_the_error_body(h):
         attempt=1,
         result={"why": "bad png"},
         now=T0 + 5000,
-    )
+    ).task
     assert failed.status is State.FAILED and failed.error is None
     assert h.on_disk(task.id)["done"]["result"] == {"why": "bad png"}
     assert h.events(task.id)[-1]["event"] == "failed"
@@ -234,7 +234,7 @@ def test_fail_with_retry_requeues_after_backoff_then_fails_past_the_budget(h):
         result={"e": 1},
         retry=True,
         now=T0 + 1000,
-    )
+    ).task
     assert again.status is State.PENDING and again.available_at == T0 + 6000
     assert again.last_error == {"e": 1} and h.where(task.id) == ["pending"]
     assert h.events(task.id)[-1]["event"] == "requeue"
@@ -245,7 +245,7 @@ def test_fail_with_retry_requeues_after_backoff_then_fails_past_the_budget(h):
     assert second.attempts == 2
     last = h.store.fail(
         HOST, QUEUE, task.id, settings=s, worker="box-1", attempt=2, retry=True, now=T0 + 7000
-    )
+    ).task
     assert last.status is State.FAILED and last.error == "attempts"
 
 
@@ -334,7 +334,7 @@ def test_cancel_pending_processing_and_terminal(h):
         attempt=1,
         cancelled=True,
         now=T0 + 7,
-    )
+    ).task
     assert ended.status is State.CANCELLED and h.where(running.id) == ["done"]
     assert h.events(running.id)[-1]["event"] == "cancelled"
 
@@ -565,7 +565,7 @@ def test_archive_payloads(h):
     folder = h.config.logs_dir / "tasks-payloads" / HOST / QUEUE / task.id
     assert (folder / "item.json").read_text() == '{"url":"u"}'
     assert (folder / "progress.jsonl").read_text() == '{"p":1}\n'
-    assert (folder / "result.json").read_text() == '{"r":2}'
+    assert (folder / "1-result.result.json").read_text() == '{"r":2}'
     assert [e["archived"] for e in h.events(task.id)] == [["item"], [], ["progress"], ["result"]]
 
 

@@ -125,7 +125,7 @@ def test_io_errors_fail_the_operation_and_leave_the_old_state(tmp_path, kind, co
         done = (
             procs.run_op(h.store, "finish", task.id) if h.where(task.id) == ["processing"] else None
         )
-        assert done is None or done.status.value == "finished"
+        assert done is None or done.task.status.value == "finished"
         assert h.post(settings=procs.LONG).status.value == "pending"
     finally:
         h.store.close()

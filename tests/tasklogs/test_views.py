@@ -154,9 +154,12 @@ def test_the_timeline_shows_every_event_with_sizes_and_payload_links(staff, logg
     assert re.findall(r'class="status-(\w+)">\1</td>\s*<td class="status', html) == [
         "posted", "claimed", "result"]  # fmt: skip
     assert '<td class="num">33</td>' in html
-    for kind in ("item", "result"):
-        link = reverse("tasklogs:payload", args=[HOST, "resize", TASK, kind])
-        assert f'href="{link}" target="_blank" rel="noopener"' in html
+    item = reverse("tasklogs:payload", args=[HOST, "resize", TASK, "item"])
+    # a result is the one its event's attempt wrote: the address names the attempt and event
+    result = reverse("tasklogs:event-payload", args=[HOST, "resize", TASK, "result", 0, "result"])
+    for link in (item, result):
+        assert html.count(f'href="{link}" target="_blank" rel="noopener"') == 2  # row and list
+    assert "result of attempt 0 (result)</a>" in html
     assert "No longer in the store" in html
 
 
@@ -314,6 +317,12 @@ def test_payloads_follow_the_tenant_rule(operator, archive: Path) -> None:
         f"/logs/{HOST}/RESIZE/{TASK}/payloads/item",
         f"/logs/{HOST}/resize/{TASK}/payloads/ITEM",
         f"/logs/..%2F..%2Fitems/resize/{TASK}/payloads/item",
+        f"/logs/{HOST}/resize/{TASK}/payloads/result/1/failed",  # not archived
+        f"/logs/{HOST}/resize/{TASK}/payloads/item/0/posted",  # one item per task
+        f"/logs/{HOST}/resize/{TASK}/payloads/result/1/bogus",
+        f"/logs/{HOST}/resize/{TASK}/payloads/result/1/..",
+        f"/logs/{HOST}/resize/{TASK}/payloads/result/-1/failed",
+        f"/logs/{HOST}/resize/{TASK}/payloads/result/99999999999999999999/failed",
     ],
 )
 def test_anything_but_an_archived_payload_is_404(staff, archive: Path, path: str) -> None:
@@ -325,6 +334,11 @@ def test_a_symlink_planted_in_the_archive_is_never_followed(staff, archive, tmp_
     secret.write_text('{"password": "hunter2"}')
     (archive / "result.json").symlink_to(secret)
     assert staff.get(payload_url("result")).status_code == 404
+    # an event's own file planted as a link is refused, not stepped over to the old layout's
+    (archive / "error.json").write_text('"attempts"')
+    (archive / "1-failed.error.json").symlink_to(secret)
+    assert staff.get(payload_url("error/1/failed")).status_code == 404
+    assert staff.get(payload_url("error/2/failed")).status_code == 200  # absent: the old file
     # A symlinked task directory, and a symlinked queue directory, likewise.
     outside = tmp_path / "outside" / TASK
     outside.mkdir(parents=True)
@@ -340,6 +354,79 @@ def test_the_list_never_inlines_a_payload(staff, logged, archive: Path) -> None:
     html = staff.get(reverse("tasklogs:events")).content.decode()
     assert "alert(1)" not in html
     assert f'href="{payload_url()}" target="_blank" rel="noopener"' in html
+
+
+# --- each attempt's bodies -------------------------------------------------------------------
+
+ROW_HTML = re.compile(r"<tr>(.*?)</tr>", re.S)
+ROW_EVENT = re.compile(r'<td class="status-(\w+)">\1</td>')
+ROW_ATTEMPTS = re.compile(r'<td class="num">(\d+)</td>')
+HREF = re.compile(r'href="([^"]+/payloads/[^"]+)"')
+
+
+def payload_links(html: str) -> dict[tuple[str, int], list[str]]:
+    """(event, attempts) of each timeline row -> the payload links in that row."""
+    links = {}
+    for row in ROW_HTML.findall(html):
+        event, attempts = ROW_EVENT.search(row), ROW_ATTEMPTS.search(row)
+        if event and attempts:
+            links[(event.group(1), int(attempts.group(1)))] = HREF.findall(row)
+    return links
+
+
+def opened(client, link: str) -> bytes:
+    response = client.get(link.replace("&amp;", "&"))
+    assert response.status_code == 200, link
+    return b"".join(response.streaming_content)
+
+
+def test_each_events_payload_link_opens_that_attempts_body(staff, make_queue, day_dir) -> None:
+    """Two failed attempts, then a result: the store archives each apart, and every event's
+    link (in the timeline and in the list) opens what that attempt said."""
+    from queues.services import get_store
+
+    queue = make_queue(HOST, "retries", archive_payloads=True, max_attempts=3)
+    settings, store = queue.to_settings(), get_store()
+    now = DAY1 * 1000
+    task = store.post(HOST, "retries", {"n": 1}, settings=settings, posted_by=None, now=now).task
+    report = {"settings": settings, "worker": "box-1"}
+    for attempt in (1, 2):
+        now += 3_600_000
+        store.claim(HOST, "retries", settings=settings, worker="box-1", now=now)
+        store.fail(HOST, "retries", task.id, attempt=attempt, result={"e": attempt}, retry=True,
+                   now=now + 1, **report)  # fmt: skip
+    now += 3_600_000
+    store.claim(HOST, "retries", settings=settings, worker="box-1", now=now)
+    store.finish(HOST, "retries", task.id, attempt=3, result={"r": 3}, now=now + 1, **report)
+    ingest_directory(day_dir)
+
+    html = staff.get(reverse("tasklogs:task", args=[HOST, "retries", task.id])).content.decode()
+    links = payload_links(html)
+    assert [opened(staff, link) for link in links[("posted", 0)]] == [b'{"n":1}']
+    assert [opened(staff, link) for link in links[("requeue", 1)]] == [b'{"e":1}']
+    assert [opened(staff, link) for link in links[("requeue", 2)]] == [b'{"e":2}']
+    assert [opened(staff, link) for link in links[("result", 3)]] == [b'{"r":3}']
+    # The list links each row likewise (newest first: the result, then attempt 2, then 1).
+    listed = staff.get(reverse("tasklogs:events"), {"task": task.id}).content.decode()
+    bodies = [opened(staff, link) for link in HREF.findall(listed)]
+    assert bodies == [b'{"r":3}', b'{"e":2}', b'{"e":1}', b'{"n":1}']
+
+
+def test_an_archive_in_the_old_layout_still_opens(staff, logged, archive: Path) -> None:
+    """Archives written before each attempt had its own file kept one result.json and one
+    error.json: an event's link, and the old address, open those."""
+    (archive / "result.json").write_bytes(b'{"why":"bad png"}')
+    (archive / "error.json").write_bytes(b'"attempts"')
+    logged(
+        line(event="posted", archived=["item"]),
+        line(event="claimed", status="processing", attempts=1, worker="box-1", t=DAY1 + 1),
+        line(event="failed", status="failed", attempts=1, worker="box-1", t=DAY1 + 2,
+             archived=["result", "error"]),
+    )  # fmt: skip
+    html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK])).content.decode()
+    failed = [opened(staff, link) for link in payload_links(html)[("failed", 1)]]
+    assert failed == [b'{"why":"bad png"}', b'"attempts"']
+    assert opened(staff, payload_url("result")) == b'{"why":"bad png"}'
 
 
 def test_the_admin_lists_events_read_only(admin_client, logged, queues) -> None:

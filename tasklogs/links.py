@@ -1,0 +1,22 @@
+"""Where an archived payload is served: one address per task-wide file (the item, the progress
+lines), and one per event for a result or an error, named by the event line's own `attempts`
+and `event` (the store archives each attempt's bodies apart)."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from queues.store.archive import PER_EVENT_KINDS
+
+
+def payload_url(
+    host: str, queue: str, task_id: str, kind: str, *, attempts: int, event: str
+) -> str:
+    if kind in PER_EVENT_KINDS:
+        args = [host, queue, task_id, kind, attempts, event]
+        return reverse("tasklogs:event-payload", args=args)
+    return reverse("tasklogs:payload", args=[host, queue, task_id, kind])
+
+
+def payload_label(kind: str, *, attempts: int, event: str) -> str:
+    return f"{kind} of attempt {attempts} ({event})" if kind in PER_EVENT_KINDS else kind
