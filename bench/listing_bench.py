@@ -11,6 +11,7 @@ Run: .venv/bin/python bench/listing_bench.py [--quick] [--tasks N] [--repeats R]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
@@ -38,6 +39,7 @@ from queues.store import (
     paths,
 )
 from queues.store.errors import CorruptRecord
+from queues.store.paths import QueueDirs
 from queues.store.results import _Any
 
 HOST, QUEUE = "bench.example.com", "q"
@@ -54,11 +56,19 @@ def make_store(root: Path) -> QueueStore:
     return QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=False))
 
 
+def held(store: QueueStore, *, create: bool = False) -> QueueDirs:
+    """The queue's directories, held until this bench process ends."""
+    return _HOLDS.enter_context(store.queue_dirs(HOST, QUEUE, create=create))
+
+
+_HOLDS = contextlib.ExitStack()
+
+
 def fill(root: Path, n: int) -> None:
     """n tasks written straight into the directories in the store's own record format (as a
     restore would), a task left in two directories by an interrupted move, and a corrupt file."""
     store = make_store(root)
-    qd = store.dirs(HOST, QUEUE, create=True)
+    qd = held(store, create=True)
     for i in range(n):
         status = STATUSES[i % 10]
         posted_at = T0 + (i - i % 7) * 40  # runs of equal postedAt: the id breaks the tie
@@ -99,7 +109,7 @@ def full_scan(
     store: QueueStore, status: State | None, posted_by: str | _Any | None, offset: int
 ) -> TaskPage:
     """The listing this replaces: every record read, the winning copies filtered and sorted."""
-    qd = store.dirs(HOST, QUEUE)
+    qd = held(store)
     best: dict[str, Task] = {}
     for directory in paths.STATE_DIRS:
         for entry in os.scandir(qd.fd(directory)):
@@ -123,7 +133,7 @@ def full_scan(
 
 
 def listdir_cost(store: QueueStore) -> float:
-    qd = store.dirs(HOST, QUEUE)
+    qd = held(store)
     start = time.perf_counter()
     for directory in paths.STATE_DIRS:
         os.listdir(qd.fd(directory))
@@ -149,7 +159,7 @@ def measure(root: str, repeats: int, out: Any) -> None:
     start = time.perf_counter()
     first = store.list_tasks(HOST, QUEUE, limit=LIMIT)
     cold = time.perf_counter() - start
-    index = store.core.listings.of(store.dirs(HOST, QUEUE))
+    index = store.core.listings.of(held(store))
     out.put(("cold", cold, first.count, index.records_learned))
     for label, status, posted_by in CASES:
         count = store.list_tasks(HOST, QUEUE, status=status, posted_by=posted_by, limit=1).count
@@ -217,7 +227,7 @@ def memory(root: str, out: Any) -> None:
     store.list_tasks(HOST, QUEUE, limit=LIMIT)
     held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    out.put((held, len(store.core.listings.of(store.dirs(HOST, QUEUE)).tasks)))
+    out.put((held, len(store.core.listings.of(held(store)).tasks)))
     store.close()
 
 

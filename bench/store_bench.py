@@ -79,7 +79,7 @@ def _child(root: str, fsync: bool, n: int, worker: str, out: mp.Queue) -> None: 
 
 
 def two_processes(root: Path, fsync: bool, n: int) -> float:
-    make_store(root, fsync).dirs(HOST, QUEUE, create=True)
+    make_store(root, fsync).create_queue(HOST, QUEUE)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(str(root), fsync, n, f"w{i}", out)) for i in range(2)]
@@ -136,8 +136,8 @@ def index_memory(root: Path) -> float:
     several times over, so it must never run while the load is timed."""
     store = make_store(root, False)
     tracemalloc.start()
-    with store.core.lock:
-        store.core.index(store.dirs(HOST, QUEUE))
+    with store.queue_dirs(HOST, QUEUE) as qd, store.core.lock:
+        store.core.index(qd)
     memory = tracemalloc.get_traced_memory()[0] / 1e6
     tracemalloc.stop()
     store.close()
@@ -157,8 +157,7 @@ def claim_cost(root: Path, depth: int, claims: int = 300) -> tuple[float, float,
     memory = index_memory(root)
     store = make_store(root, False)  # a fresh process view: the index loads from the listing
     start = time.perf_counter()
-    qd = store.dirs(HOST, QUEUE)
-    with store.core.lock:
+    with store.queue_dirs(HOST, QUEUE) as qd, store.core.lock:
         store.core.index(qd)
     load = time.perf_counter() - start
     start = time.perf_counter()

@@ -20,7 +20,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 HOST, QUEUE = "chaos.example.com", "work"
 # The fields of `manage.py sweep`'s report that mean the sweep changed something.
-CHANGES = ("timeout", "requeue", "failed", "cleaned", "reconciled", "quarantined", "temp_removed")
+CHANGES = (
+    "timeout",
+    "requeue",
+    "failed",
+    "cleaned",
+    "reconciled",
+    "quarantined",
+    "temp_removed",
+    "keys_removed",
+)
 
 
 def free_port() -> int:

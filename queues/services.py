@@ -20,6 +20,7 @@ def store_config() -> StoreConfig:
         logs_dir=settings.TASKHOSTER_LOGS_DIR,
         fsync=settings.TASKHOSTER_FSYNC,
         log_retain_days=settings.TASKHOSTER_LOG_RETAIN_DAYS,
+        open_queues=settings.TASKHOSTER_OPEN_QUEUES,
     )
 
 

@@ -52,6 +52,8 @@ TASKHOSTER_ITEMS_DIR = _project_path(env.str("TASKHOSTER_ITEMS_DIR", default="va
 TASKHOSTER_LOGS_DIR = _project_path(env.str("TASKHOSTER_LOGS_DIR", default="var/logs"))
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
 TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
+# Queues whose directories each process keeps open when idle (five descriptors each).
+TASKHOSTER_OPEN_QUEUES = env.int("TASKHOSTER_OPEN_QUEUES", default=128)
 
 # --- the API ------------------------------------------------------------------------------
 # A request body larger than this answers 413 before it is parsed: the largest maxItemBytes a

@@ -21,6 +21,7 @@ print(json.dumps({
     "engine": db["ENGINE"], "db_name": str(db["NAME"]), "db_host": db.get("HOST", ""),
     "items": str(settings.TASKHOSTER_ITEMS_DIR), "logs": str(settings.TASKHOSTER_LOGS_DIR),
     "fsync": settings.TASKHOSTER_FSYNC, "retain_days": settings.TASKHOSTER_LOG_RETAIN_DAYS,
+    "open_queues": settings.TASKHOSTER_OPEN_QUEUES,
     "ssl_redirect": settings.SECURE_SSL_REDIRECT, "hsts": settings.SECURE_HSTS_SECONDS,
     "secure_cookie": settings.SESSION_COOKIE_SECURE,
 }))
@@ -51,6 +52,7 @@ def test_defaults_are_the_embedded_ones(tmp_path):
     assert found["logs"] == str(ROOT / "var" / "logs")
     assert found["fsync"] is True
     assert found["retain_days"] == 21
+    assert found["open_queues"] == 128
     assert found["allowed_hosts"] == ["127.0.0.1", "localhost"]
 
 
@@ -74,6 +76,7 @@ def test_environment_overrides_every_setting(tmp_path):
         TASKHOSTER_LOGS_DIR="relative/logs",
         TASKHOSTER_FSYNC="off",
         TASKHOSTER_LOG_RETAIN_DAYS="7",
+        TASKHOSTER_OPEN_QUEUES="32",
     )
     assert found["debug"] is True
     assert found["secret_key"] == "k" * 60
@@ -84,6 +87,7 @@ def test_environment_overrides_every_setting(tmp_path):
     assert found["logs"] == str(ROOT / "relative" / "logs")
     assert found["fsync"] is False
     assert found["retain_days"] == 7
+    assert found["open_queues"] == 32
 
 
 def test_production_turns_on_https_protections(tmp_path):

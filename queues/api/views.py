@@ -72,7 +72,11 @@ class TasksView(APIView):
                 "Idempotency-Key",
                 str,
                 OpenApiParameter.HEADER,
-                description="1..255 visible ASCII characters.",
+                description=(
+                    "1..255 visible ASCII characters. A repeat post with the same key and item"
+                    " answers the first task while it exists. A key whose post failed before its"
+                    " task was written is released by the sweep after a minute."
+                ),
             ),
         ],
         request={"application/json": OpenApiTypes.OBJECT},

@@ -6,8 +6,9 @@ Where to read: store.py (QueueStore, the public face) delegates each verb to the
 holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry), claiming
 (claim, wait_claim), working (progress, finish, fail), listing (list_tasks, stats) and sweep.
 They share core.py's QueueCore, the one place a record is written and logged, checked against
-records.py's table of transitions. Below them: copies (a task's copies and its lock), posting,
-index (claim candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
+records.py's table of transitions. Below them: openqueues (the queues a process keeps open, each
+held while a verb uses it), copies (a task's copies and its lock), posting, index (claim
+candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
 """
 
 from .errors import (

@@ -54,7 +54,13 @@ def claim(
         raise out_of_range("max", max_tasks, 1, 100)
     if settings.paused:
         return []
-    qd = core.dirs(host, queue, create=True)
+    with core.queue_dirs(host, queue, create=True) as qd:
+        return _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=max_tasks, now=now)
+
+
+def _claim_from(
+    core: QueueCore, qd: QueueDirs, *, worker: str, lease_ms: int, max_tasks: int, now: int
+) -> list[Task]:
     claimed: list[Task] = []
     busy: list[str] = []
     while len(claimed) < max_tasks:
@@ -180,11 +186,14 @@ def wait_claim(
     tasks = claim_now()  # the common case under load, which then never touches inotify
     if tasks or wait_seconds <= 0:
         return tasks
-    qd = core.dirs(host, queue, create=True)
+    # Held for the wait: the index it asks for the next due task is this queue's.
     # Only this queue's pending/ wakes it: posts, retries and requeues all land there.
     # Only a task file arriving can make a claim succeed: temp files and names leaving (other
     # claims taking theirs) do not wake it, so a post wakes each waiting claim once, not thrice.
-    with watcher().channel([qd.proc_path("pending")], arrivals(), wanted=_task_name) as channel:
+    with (
+        core.queue_dirs(host, queue, create=True) as qd,
+        watcher().channel([qd.proc_path("pending")], arrivals(), wanted=_task_name) as channel,
+    ):
         while True:
             generation = channel.generation
             tasks = claim_now()  # again, now watched: a post since the first look wakes no one

@@ -1,12 +1,14 @@
 """QueueCore: what every verb of the store shares, and the one place that changes a record.
 
-It holds the configuration, the items root, each queue's directories and pending index (and the
-lock that guards those caches, never a disk write), the event log and the payload archive. Every
-record written and every task's event line goes through `admit` (a new task), `apply` (a change)
-or `remove` (retention's delete), each checked against the transition table before anything is
-written. It knows nothing of the verbs: producing, operating, claiming, working, listing and
-sweep hold them, as functions that take a QueueCore first; QueueStore (store.py) is their public
-face.
+It holds the configuration, the items root, the queues it keeps open (each one's directories and
+pending index, openqueues.py, and the lock that guards them, never a disk write), the listing
+indexes of the open queues listed most recently, the event log and the payload archive. A verb
+holds a queue for as long as it uses its directories: `with core.queue_dirs(host, queue) as qd:`.
+Every record written and every task's event line goes through `admit` (a new task), `apply` (a
+change) or `remove` (retention's delete), each checked against the transition table before
+anything is written. It knows nothing of the verbs: producing, operating, claiming, working,
+listing and sweep hold them, as functions that take a QueueCore first; QueueStore (store.py) is
+their public face.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from contextlib import AbstractContextManager
 from typing import Any
 
 from . import copies, files, paths, posting
@@ -22,6 +25,7 @@ from .eventlog import EventLog
 from .index import PendingIndex
 from .inotify import changes
 from .listing_index import ListingIndexes
+from .openqueues import OpenQueues
 from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .settings import QueueSettings, StoreConfig
@@ -34,44 +38,53 @@ class QueueCore:
         self.log = EventLog(config.logs_dir, fsync=config.fsync)
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
-        self._dirs: dict[tuple[str, str], QueueDirs] = {}
-        self._indexes: dict[tuple[str, str], PendingIndex] = {}
-        self.lock = threading.RLock()  # guards the caches and indexes, never a disk write
+        self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
+        # a queue's listing index is used only while the queue is held, and goes when it closes
         self.listings = ListingIndexes(changes)
-        self._finalizer = weakref.finalize(
-            self, _close, self.root_fd, self._dirs, self.log, self.listings
+        self._queues = OpenQueues(
+            self.root_fd,
+            limit=config.open_queues,
+            fsync=config.fsync,
+            lock=self.lock,
+            on_close=self.listings.drop,
         )
+        self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
     def close(self) -> None:
-        self._finalizer()
+        with self.lock:
+            self._finalizer()
 
     # -- places -----------------------------------------------------------------------------
 
-    def dirs(self, host: str, queue: str, *, create: bool = False) -> QueueDirs:
-        key = (paths.validate_host(host), paths.validate_queue(queue))
+    def queue_dirs(
+        self, host: str, queue: str, *, create: bool = False
+    ) -> AbstractContextManager[QueueDirs]:
+        """Hold a queue's directories for the block (NotFound if it does not exist and not
+        `create`); at most `config.open_queues` that nobody holds stay open."""
+        return self._queues.hold(host, queue, create=create)
+
+    def open_queues(self) -> list[tuple[str, str]]:
         with self.lock:
-            qd = self._dirs.get(key)
-            if qd is None:
-                qd = self._dirs[key] = QueueDirs(
-                    self.root_fd, host, queue, create=create, fsync=self.fsync
-                )
-            return qd
+            return self._queues.keys()
 
     def index(self, qd: QueueDirs) -> PendingIndex:
-        """The fresh pending index of a queue; call with self.lock held."""
-        key = (qd.host, qd.queue)
-        idx = self._indexes.get(key)
-        if idx is None:
-            idx = self._indexes[key] = PendingIndex(
-                qd.fd("pending"), qd.proc_path("pending"), changes()
-            )
+        """The fresh pending index of a held queue; call with self.lock held."""
+        idx = self._queues.index(qd)
         idx.refresh()
         return idx
+
+    def pending_count(self, qd: QueueDirs) -> int:
+        """How many tasks pending/ holds, exactly: the index refreshed now (inotify's names are
+        queued by the renames that made them, so every post finished before this is in); call
+        with self.lock held."""
+        idx = self._queues.index(qd)
+        idx.refresh(exact=True)
+        return idx.count()
 
     def note_pending(self, qd: QueueDirs, task: Task) -> None:
         """Our own write into pending/ reaches the index now; inotify brings other processes'."""
         with self.lock:
-            idx = self._indexes.get((qd.host, qd.queue))
+            idx = self._queues.known_index(qd)
             if idx is not None:
                 idx.add(task)
 
@@ -84,14 +97,18 @@ class QueueCore:
         """Write a new pending task, then its `posted` line. With an Idempotency-Key already
         used for the same item, write nothing and return the task that key made."""
         check_transition(task.id, None, task.status, "posted")
+        if task.idempotency_key is not None:
+            prior = posting.settle_key(qd, task, fsync=self.fsync)
+            if prior is not None:
+                return prior
+        # Archived once the id is surely this task's (a replay archives nothing), and before
+        # the task is written, so that a post that fails here has posted nothing.
         archived = (
             [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
             if settings.archive_payloads
             else []
         )
-        prior = posting.write_new(qd, task, fsync=self.fsync)
-        if prior is not None:
-            return prior
+        posting.write_task(qd, task, fsync=self.fsync)
         self.note_pending(qd, task)
         self.log.append(task, "posted", now=now, archived=archived)
         return None
@@ -161,12 +178,7 @@ class QueueCore:
         )
 
 
-def _close(
-    root_fd: int, dirs: dict[tuple[str, str], QueueDirs], log: EventLog, listings: ListingIndexes
-) -> None:
-    listings.close()
-    for qd in dirs.values():
-        qd.close()
-    dirs.clear()
+def _close(root_fd: int, queues: OpenQueues, log: EventLog) -> None:
+    queues.close()  # and with each queue, its listing index
     log.close()
     os.close(root_fd)

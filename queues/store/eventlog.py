@@ -7,6 +7,8 @@ import functools
 import os
 import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +62,26 @@ def event_line(
     }
 
 
+class _DayFile:
+    """The open descriptor of the newest day-file, and how many writes are using it."""
+
+    __slots__ = ("day", "fd", "retired", "users")
+
+    def __init__(self, day: dt.date, fd: int) -> None:
+        self.day, self.fd, self.users, self.retired = day, fd, 0, False
+
+
 class EventLog:
-    """Appends to `<logs>/tasks/YYYY-MM-DD.jsonl`; one descriptor per day-file, kept open."""
+    """Appends to `<logs>/tasks/YYYY-MM-DD.jsonl`.
+
+    Only the newest day's descriptor stays open: a process that kept one per day it ever wrote
+    held on to pruned day-files (their space freed only at its restart). A line stamped with an
+    earlier day that arrives after the rollover (a slow thread) opens that day-file for itself.
+    A descriptor is closed only once no write is using it, never under one."""
 
     def __init__(self, logs_dir: Path, *, fsync: bool) -> None:
         self.logs_dir, self.fsync = logs_dir, fsync
-        self._fds: dict[dt.date, int] = {}
+        self._current: _DayFile | None = None
         self._lock = threading.Lock()
         (logs_dir / "tasks").mkdir(parents=True, exist_ok=True)
 
@@ -103,18 +119,45 @@ class EventLog:
 
     def write_line(self, line: dict[str, Any]) -> None:
         data = orjson.dumps(line) + b"\n"
-        files.append(
-            self._fd_for(dt.datetime.fromtimestamp(line["t"], dt.UTC).date()),
-            data,
-            fsync=self.fsync,
-        )
+        with self._day_fd(dt.datetime.fromtimestamp(line["t"], dt.UTC).date()) as fd:
+            files.append(fd, data, fsync=self.fsync)
 
-    def _fd_for(self, day: dt.date) -> int:
+    @contextmanager
+    def _day_fd(self, day: dt.date) -> Iterator[int]:
+        """A descriptor appending to the day's file, open for the block."""
         with self._lock:
-            fd = self._fds.get(day)
-            if fd is None:
-                fd = self._fds[day] = files.open_append(str(paths.day_file(self.logs_dir, day)))
-            return fd
+            current = self._current
+            if current is None or day > current.day:  # the first line, or the day rolled over
+                fd = files.open_append(str(paths.day_file(self.logs_dir, day)))
+                if current is not None:
+                    self._retire(current)
+                current = self._current = _DayFile(day, fd)
+            if day == current.day:
+                current.users += 1
+            else:
+                current = None
+        if current is None:  # a line for an earlier day: its file is opened for this line only
+            fd = files.open_append(str(paths.day_file(self.logs_dir, day)))
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+            return
+        try:
+            yield current.fd
+        finally:
+            with self._lock:
+                current.users -= 1
+                if current.retired and current.users == 0:
+                    os.close(current.fd)
+
+    def _retire(self, day_file: _DayFile) -> None:
+        """No longer the newest: closed now, or by its last writer. Call with the lock held."""
+        day_file.retired = True
+        if self._current is day_file:
+            self._current = None
+        if day_file.users == 0:
+            os.close(day_file.fd)
 
     def prune(self, *, now: int, retain_days: int) -> int:
         """Delete day-files (and archived payload folders) older than `retain_days`."""
@@ -124,9 +167,8 @@ class EventLog:
             day = paths.day_of_file(entry.name)
             if day is not None and day < cutoff and entry.is_file(follow_symlinks=False):
                 with self._lock:
-                    fd = self._fds.pop(day, None)
-                if fd is not None:
-                    os.close(fd)
+                    if self._current is not None and self._current.day == day:
+                        self._retire(self._current)  # a clock far ahead, or no retention
                 files.remove_file(entry.path)
                 removed += 1
         return removed + self._prune_archive(cutoff)
@@ -146,6 +188,5 @@ class EventLog:
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds = {}
+            if self._current is not None:
+                self._retire(self._current)

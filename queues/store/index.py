@@ -35,7 +35,9 @@ class PendingIndex:
         # task moves again.
         self._stale = False
 
-    def refresh(self) -> None:
+    def refresh(self, *, exact: bool = False) -> None:
+        """Learn what changed in pending/. `exact`: even without inotify, where a directory's
+        mtime may not move for a change made in the same clock tick as the last look."""
         if self._sub is not None and self._sub.listening:
             overflowed, names = self._sub.drain()
             if not overflowed and not self._stale:
@@ -53,7 +55,7 @@ class PendingIndex:
                 return
         else:  # no inotify, or no more (the directory went, or this is a forked child)
             mtime = os.stat(self._fd).st_mtime_ns
-            if mtime == self._mtime and not self._stale:
+            if mtime == self._mtime and not self._stale and not exact:
                 return
             self._mtime = mtime
         self._rescan()
@@ -126,6 +128,11 @@ class PendingIndex:
             return task_id
         return None
 
+    def count(self) -> int:
+        """Tasks in pending/: the candidates, and the ids a claim is trying now (their files
+        stay in pending/ until its rename)."""
+        return len(self.entries) + sum(1 for i in self._taken if i not in self.entries)
+
     def give_back(self, task_id: str) -> None:
         """A taken id the claim could not settle (another process held it): still a candidate."""
         key = self._taken.pop(task_id, None)
@@ -136,6 +143,12 @@ class PendingIndex:
     def forget(self, task_id: str) -> None:
         self._taken.pop(task_id, None)
         self.entries.pop(task_id, None)
+
+    def close(self) -> None:
+        """Stop listening: the change log keeps no more names for this directory."""
+        if self._sub is not None:
+            self._sub.close()
+            self._sub = None
 
     def next_due(self) -> int | None:
         """When the earliest delayed candidate becomes claimable (for waiting claims)."""

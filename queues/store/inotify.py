@@ -227,6 +227,7 @@ class Subscription:
         self.source = source
         self.pid = os.getpid()
         self.watched = True
+        self.wd = -1
         self.names: dict[str, bool] = {}
         self.overflowed = True  # the first drain lists the whole directory
 
@@ -254,6 +255,9 @@ class Subscription:
             self.overflowed, self.names = False, {}
         return overflowed, names
 
+    def close(self) -> None:
+        self.source.unsubscribe(self)
+
 
 class ChangeLog:
     """A non-blocking inotify instance read only by its subscribers, in their own threads."""
@@ -278,21 +282,25 @@ class ChangeLog:
             wd = self._inotify.add_watch(dir_path, ENTRIES)
             if wd < 0:
                 return None
+            sub.wd = wd
             self._subs.setdefault(wd, []).append(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        """Stop one subscription; a directory nobody subscribes to any more stops being watched."""
-        if self.pid != os.getpid():
-            return  # a forked child's inherited instance: the parent's to manage
+        """Forget a subscription (its queue was closed); a directory no subscription needs
+        stops being watched, so its names stop collecting."""
         with self.lock:
-            for wd, group in list(self._subs.items()):
-                if sub in group:
-                    group.remove(sub)
-                    if not group:
-                        del self._subs[wd]
-                        self._inotify.remove_watch(wd)
-        sub.watched = False
+            sub.watched, sub.names = False, {}
+            group = self._subs.get(sub.wd)
+            if group is None or sub not in group:
+                return  # the directory went already (IN_IGNORED), or never was watched
+            group.remove(sub)
+            if not group:
+                del self._subs[sub.wd]
+                # only from the process that made the watch: a forked child's number for the
+                # parent's instance may name another descriptor by now
+                if self.pid == os.getpid():
+                    self._inotify.remove_watch(sub.wd)
 
     def read_queued(self) -> None:
         """Dispatch every queued event; call with the lock held."""

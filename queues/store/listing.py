@@ -23,21 +23,22 @@ def list_tasks(
 ) -> TaskPage:
     """Newest first by (postedAt, id); reads only the page's records (listing_index.py)."""
     wanted = State(status) if status is not None else None
-    return core.listings.page(
-        core.dirs(host, queue), status=wanted, posted_by=posted_by, limit=limit, offset=offset
-    )
+    with core.queue_dirs(host, queue) as qd:
+        return core.listings.page(
+            qd, status=wanted, posted_by=posted_by, limit=limit, offset=offset
+        )
 
 
 def stats(core: QueueCore, host: str, queue: str, *, now: int | None = None) -> QueueStats:
     """Counts from listings and the pending index; no record is read twice."""
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with core.lock:
-        entries = list(core.index(qd).entries.values())
-    counts = {
-        d: sum(1 for e in os.scandir(qd.fd(d)) if paths.task_id_of(e.name))
-        for d in ("processing", "done")
-    }
+    with core.queue_dirs(host, queue) as qd:
+        with core.lock:
+            entries = list(core.index(qd).entries.values())
+        counts = {
+            d: sum(1 for e in os.scandir(qd.fd(d)) if paths.task_id_of(e.name))
+            for d in ("processing", "done")
+        }
     return QueueStats(
         pending=len(entries),
         processing=counts["processing"],

@@ -384,6 +384,13 @@ class ListingIndexes:
     ) -> TaskPage:
         return self.of(qd).page(qd, status, posted_by, limit, offset)
 
+    def drop(self, host: str, queue: str) -> None:
+        """The queue was closed (openqueues.py): its index goes too, rebuilt on next use."""
+        with self._lock:
+            index = self._indexes.pop((host, queue), None)
+        if index is not None:
+            index.close()
+
     def close(self) -> None:
         with self._lock:
             for index in self._indexes.values():

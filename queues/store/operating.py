@@ -21,8 +21,10 @@ def cancel(
 ) -> Task:
     """pending -> cancelled; processing -> cancelRequested; terminal -> NotCancellable."""
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         if task.status is State.PENDING:
             new = task.replace(
@@ -49,8 +51,10 @@ def retry(
     """failed or cancelled -> pending, with a fresh attempt budget and a fresh queue-timeout
     window (requeuedAt)."""
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         if task.status not in (State.FAILED, State.CANCELLED):
             raise NotRetryable()

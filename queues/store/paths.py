@@ -77,12 +77,17 @@ def open_dir(parent_fd: int, name: str, *, create: bool, fsync: bool = True) -> 
 
 
 class QueueDirs:
-    """Open descriptors of one queue's directories: pending, processing, done, keys, quarantine."""
+    """Open descriptors of one queue's directories: pending, processing, done, keys, quarantine.
+
+    Used only while held (queues.store.openqueues: `users` counts the holders), since a queue
+    nobody holds may be closed and its descriptor numbers reused by another open: `fd` refuses
+    rather than hand out a number that may now name something else."""
 
     def __init__(self, root_fd: int, host: str, queue: str, *, create: bool,
                  fsync: bool = True) -> None:  # fmt: skip
         self.host, self.queue = validate_host(host), validate_queue(queue)
         self.fds: dict[str, int] = {}
+        self.users = 0
         opened: list[int] = []
         try:
             host_fd = open_dir(root_fd, host, create=create, fsync=fsync)
@@ -104,16 +109,25 @@ class QueueDirs:
                 os.close(fd)
 
     def fd(self, name: str) -> int:
+        if self.users <= 0 or not self.fds:
+            raise RuntimeError(used_outside_hold(self))
         return self.fds[name]
 
     def proc_path(self, name: str) -> str:
         """A path naming the opened directory itself (for inotify), immune to later symlinks."""
-        return f"/proc/self/fd/{self.fds[name]}"
+        return f"/proc/self/fd/{self.fd(name)}"
 
     def close(self) -> None:
         for fd in self.fds.values():
             os.close(fd)
         self.fds = {}
+
+
+def used_outside_hold(qd: QueueDirs) -> str:
+    return (
+        f"The directories of {qd.host}/{qd.queue} were used outside a hold"
+        " (QueueCore.queue_dirs) or after the store was closed."
+    )
 
 
 def open_root(items_dir: Path) -> int:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -80,22 +83,36 @@ def check_room(pending: int, settings: QueueSettings) -> None:
         raise QueueFull(retry_after=max(1, min(settings.lease_seconds, 60)))
 
 
+@contextlib.contextmanager
+def posts_locked(qd: QueueDirs) -> Iterator[None]:
+    """The queue's post lock, held across a capped post's count and its write, so posts from
+    any number of threads and processes count one at a time and maxPending is never exceeded.
+
+    An flock on pending/ itself, opened afresh: each open is its own lock holder, so threads of
+    one process exclude each other too, and no lock file is added to the queue's layout. Only
+    capped posts take it; retries and requeues into pending/ are not posts and are not capped."""
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
 def item_hash(item: Any) -> str:
     return hashlib.sha256(orjson.dumps(item, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def write_new(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
-    """Write a new pending task durably; with an Idempotency-Key, return the first post's task
-    instead when the key exists.
+def settle_key(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
+    """Make the post's Idempotency-Key this task's, or return the task the key's first post
+    made (None: the key is this task's now, and write_task comes next).
 
-    The key is created exclusively (a hard link), so two concurrent posts with one key make one
-    task. It holds the whole record, so a key whose task is not written yet (its poster is between
-    the two writes, or crashed there) is completed from the key rather than posted twice.
+    The key is created exclusively (a no-replace rename), so two concurrent posts with one key
+    make one task. It holds the whole record, so a key whose task is not written yet (its poster
+    is between the two writes) is completed from the key rather than posted twice; one whose
+    poster crashed there is removed by the sweep once it is older than a writer can be.
     """
-    data = orjson.dumps(task.to_record())
-    if task.idempotency_key is None:
-        files.write_durable(qd.fd("pending"), paths.task_file(task.id), data, fsync=fsync)
-        return None
+    assert task.idempotency_key is not None
     keys = qd.fd(paths.KEYS_DIR)
     key_name = paths.key_file(task.posted_by, task.idempotency_key)
     key_data = orjson.dumps(
@@ -111,9 +128,17 @@ def write_new(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
             if prior is not None:
                 return prior
             continue  # the key was cleaned in between: take it
-        _write_once(qd, task.id, data, fsync=fsync)
         return None
     raise StorageUnavailable("The idempotency key kept changing; try again.")
+
+
+def write_task(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
+    """Write a new pending task durably (a keyed one after settle_key made the key its own)."""
+    data = orjson.dumps(task.to_record())
+    if task.idempotency_key is None:
+        files.write_durable(qd.fd("pending"), paths.task_file(task.id), data, fsync=fsync)
+    else:
+        _write_once(qd, task.id, data, fsync=fsync)
 
 
 def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: bool) -> None:

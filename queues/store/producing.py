@@ -31,14 +31,10 @@ def post(
     now = now_ms(now)
     posting.check_item(item, settings)
     posting.check_options(settings, priority, delay_seconds, idempotency_key)
-    qd = core.dirs(host, queue, create=True)
-    if settings.max_pending:
-        with core.lock:
-            posting.check_room(len(core.index(qd).entries), settings)
     task = Task(
         id=secrets.token_hex(8),
-        host=qd.host,
-        queue=qd.queue,
+        host=paths.validate_host(host),
+        queue=paths.validate_queue(queue),
         status=State.PENDING,
         item=item,
         posted_by=posted_by,
@@ -50,7 +46,14 @@ def post(
         max_attempts=settings.attempt_budget(),
         idempotency_key=idempotency_key,
     )
-    prior = core.admit(qd, task, now=now, settings=settings)
+    with core.queue_dirs(host, queue, create=True) as qd:
+        if not settings.max_pending:
+            prior = core.admit(qd, task, now=now, settings=settings)
+        else:
+            with posting.posts_locked(qd):
+                with core.lock:
+                    posting.check_room(core.pending_count(qd), settings)
+                prior = core.admit(qd, task, now=now, settings=settings)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
@@ -59,7 +62,8 @@ def post(
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:
     """The task as it stands (the highest rev of its copies). Never stamps anything."""
     paths.validate_task_id(task_id)
-    return copies.winner(core.dirs(host, queue), task_id).task
+    with core.queue_dirs(host, queue) as qd:
+        return copies.winner(qd, task_id).task
 
 
 def fetch(
@@ -79,8 +83,7 @@ def fetch(
     if not task.status.terminal or task.fetched_at is not None:
         return task
     now = now_ms(now)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, task_id) as found:
+    with core.queue_dirs(host, queue) as qd, copies.locked(qd, task_id) as found:
         task = found.task
         if not task.status.terminal or task.fetched_at is not None:
             return task  # someone else stamped (or retried) it first
@@ -92,10 +95,24 @@ def wait_for_change(
     core: QueueCore, host: str, queue: str, task_id: str, *, since: int, wait_seconds: float
 ) -> Task:
     """Return as soon as the task's updatedAt differs from `since`, or when the wait ends."""
-    qd = core.dirs(host, queue)
-    # Every change of state renames the task's file into one of its queue's state dirs.
-    # (A task deleted meanwhile, by retention, is answered when the wait ends: not found.)
-    dirs = [qd.proc_path(directory) for directory in paths.STATE_DIRS]
+    # Held for the wait: its reads use the directories, and the watches are made from them.
+    with core.queue_dirs(host, queue) as qd:
+        # Every change of state renames the task's file into one of its queue's state dirs.
+        # (A task deleted meanwhile, by retention, is answered when the wait ends: not found.)
+        dirs = [qd.proc_path(directory) for directory in paths.STATE_DIRS]
+        return _wait(core, host, queue, task_id, dirs, since=since, wait_seconds=wait_seconds)
+
+
+def _wait(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    task_id: str,
+    dirs: list[str],
+    *,
+    since: int,
+    wait_seconds: float,
+) -> Task:
     # Only this task's own name: every other task's transition in the queue used to wake
     # each waiting read into a read of all its copies.
     name = paths.task_file(task_id)

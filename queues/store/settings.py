@@ -47,3 +47,6 @@ class StoreConfig:
     logs_dir: Path
     fsync: bool = True
     log_retain_days: int = 21
+    # queues whose directories a process keeps open (five descriptors each) when nobody is
+    # using them; 128 leaves room for connections under the common soft limit of 1024 files
+    open_queues: int = 128

@@ -14,6 +14,7 @@ place a record is written and logged) is the QueueCore in core.py.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from . import claiming, listing, operating, producing, sweep, working
@@ -36,8 +37,16 @@ class QueueStore:
     def close(self) -> None:
         self.core.close()
 
-    def dirs(self, host: str, queue: str, *, create: bool = False) -> QueueDirs:
-        return self.core.dirs(host, queue, create=create)
+    def queue_dirs(
+        self, host: str, queue: str, *, create: bool = False
+    ) -> AbstractContextManager[QueueDirs]:
+        """A queue's directories, held open for the block (core.QueueCore.queue_dirs)."""
+        return self.core.queue_dirs(host, queue, create=create)
+
+    def create_queue(self, host: str, queue: str) -> None:
+        """Make a queue's directories now (a post or a claim makes them too)."""
+        with self.core.queue_dirs(host, queue, create=True):
+            pass
 
     def queues(self) -> list[tuple[str, str]]:
         return self.core.queues()

@@ -1,7 +1,8 @@
 """The sweep: queue timeout, then lease timeout, then retention, over every live queue.
 
 It also reconciles what a crash can leave behind (two copies of a task: the highest rev wins,
-the others are deleted; stale temp files) and quarantines corrupt or symlinked task files. Every
+the others are deleted; stale temp files; idempotency keys whose task never appeared) and
+quarantines corrupt or symlinked task files. Every
 change locks the task file first (without waiting), so it is safe beside any number of API calls
 and other sweeps; one `sweep_all` runs at a time under a non-blocking flock at the items root.
 Its functions take the QueueCore; QueueStore's module gives them their public face.
@@ -9,10 +10,13 @@ Its functions take the QueueCore; QueueStore's module gives them their public fa
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+
+import orjson
 
 from . import copies, files, paths
 from .clock import now_ms
@@ -22,7 +26,7 @@ from .paths import QueueDirs
 from .records import State, Task
 from .settings import QueueSettings
 
-STALE_TEMP_MS = 60_000  # a temp file this old belongs to a writer that died
+STALE_TEMP_MS = 60_000  # a temp file (or a key without its task) this old: its writer died
 
 
 @dataclass
@@ -37,6 +41,7 @@ class SweepReport:
     reconciled: int = 0  # losing copies deleted
     quarantined: int = 0
     temp_removed: int = 0
+    keys_removed: int = 0  # idempotency keys whose task never appeared
     logs_pruned: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -53,10 +58,15 @@ class SweepReport:
 def sweep_queue(
     core: QueueCore, host: str, queue: str, settings: QueueSettings, *, now: int
 ) -> SweepReport:
+    with core.queue_dirs(host, queue) as qd:
+        return _sweep(core, qd, settings, now)
+
+
+def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) -> SweepReport:
     report = SweepReport(queues=1)
-    qd = core.dirs(host, queue)
     _remove_temps(qd, now, report)
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
+    _remove_orphan_keys(qd, listed, now, report)
     with core.lock:
         known = dict(core.index(qd).entries)
     for task_id in sorted(set().union(*listed.values())):
@@ -88,6 +98,62 @@ def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
                     report.temp_removed += 1
                 except FileNotFoundError:
                     pass  # its writer finished after all
+
+
+def _remove_orphan_keys(
+    qd: QueueDirs, listed: dict[str, set[str]], now: int, report: SweepReport
+) -> None:
+    """Remove the keys whose task never appeared: a keyed post writes its key, then its task,
+    and one that crashed in between left a key that would answer every replay with nothing.
+
+    A poster may be between its two writes right now, so only a key older than STALE_TEMP_MS
+    goes, and only if its task is in no state directory: not in the listing taken before (which
+    meets a task moving forward, pending to processing to done, in the order it lists) nor on a
+    look now in the other order (which meets one moving back: a retry or a requeue writes its
+    pending/ copy before it unlinks the other). The key is removed, not completed from its
+    record: the post that wrote it was never acknowledged, and a client that retries with the
+    same key makes a new task."""
+    keys = qd.fd(paths.KEYS_DIR)
+    for entry in os.scandir(keys):
+        if entry.name.startswith(files.TEMP_PREFIX) or not entry.is_file(follow_symlinks=False):
+            continue
+        if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
+            continue
+        try:
+            task_id = _task_of_key(files.read_at(keys, entry.name))
+        except FileNotFoundError:
+            continue  # removed meanwhile, with its cleaned task
+        if task_id is not None and (
+            any(task_id in ids for ids in listed.values()) or _exists_now(qd, task_id)
+        ):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(entry.name, dir_fd=keys, follow_symlinks=False).st_ino != entry.inode():
+                continue  # replaced since it was listed: a new post's key
+            # no fsync: a key brought back by a power cut is still without its task, and goes
+            # at the next sweep
+            files.unlink(keys, entry.name, fsync=False)
+            report.keys_removed += 1
+
+
+def _task_of_key(data: bytes) -> str | None:
+    """The id a key names; None for a key that is not one of ours (not JSON, or no task id in
+    it): it names no task, and it would fail every post with its key, so it goes too."""
+    try:
+        task_id = orjson.loads(data).get("id")
+    except (ValueError, AttributeError):  # orjson's JSONDecodeError is a ValueError
+        return None
+    return task_id if isinstance(task_id, str) and paths.task_id_of(task_id + ".json") else None
+
+
+def _exists_now(qd: QueueDirs, task_id: str) -> bool:
+    for directory in reversed(paths.STATE_DIRS):
+        try:
+            os.stat(paths.task_file(task_id), dir_fd=qd.fd(directory), follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        return True
+    return False
 
 
 def _settle(

@@ -98,8 +98,10 @@ def progress(
         checked_lease_ms(settings, lease_seconds)  # refuse a bad value before touching anything
     if progress is not None:
         check_size("progress", progress, settings)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         _held(task, worker, attempt)
         lease_ms = (
@@ -144,8 +146,10 @@ def finish(
     replay that changes nothing."""
     now = now_ms(now)
     check_size("result", result, settings)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         if _finished_so(task, worker, attempt, result):
             return Reported(task=task, replayed=True)
@@ -196,8 +200,10 @@ def fail(
     now = now_ms(now)
     if result is not None:
         check_size("result", result, settings)
-    qd = core.dirs(host, queue)
-    with copies.locked(qd, paths.validate_task_id(task_id)) as found:
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
         task = found.task
         if _failed_so(task, worker, attempt, result, retry=retry, cancelled=cancelled):
             return Reported(task=task, replayed=True)

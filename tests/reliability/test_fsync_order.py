@@ -34,7 +34,7 @@ if sys.argv[2] == "plant":
     files.commit_temp = commit
 s = QueueSettings(lease_seconds=3600)
 st = QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=True))
-st.dirs("task.example.com", "resize", create=True)
+st.create_queue("task.example.com", "resize")
 def mark(name):
     try:
         os.open("/.taskhoster-mark-" + name, os.O_RDONLY)

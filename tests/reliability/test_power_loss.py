@@ -157,7 +157,7 @@ def explore(tmp: Path, name: str, *, sample: int = SAMPLE, fsync: bool = True) -
     base = tmp / "recorded"
     st = QueueStore(config(base, fsync=fsync))
     if not op.fresh_queue:
-        st.dirs(HOST, QUEUE, create=True)
+        st.create_queue(HOST, QUEUE)
     tid = None
     for step in op.setup:
         got = SETUP[step](st, tid)

@@ -3,6 +3,7 @@ is on disk and in the event log (the tests assert on those, never on calls)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import orjson
 import pytest
 
 from queues.store import QueueSettings, QueueStore, StoreConfig, Task
+from queues.store.paths import QueueDirs
 
 HOST, QUEUE = "task.example.com", "resize"
 T0 = 1_751_500_000_000  # ms; tests pass time explicitly, never sleep and never patch the clock
@@ -24,6 +26,11 @@ class Harness:
         )
         self.store = QueueStore(self.config)
         self.queue_dir = self.config.items_dir / HOST / QUEUE
+        self._holds = contextlib.ExitStack()
+
+    def held(self, queue: str = QUEUE, *, create: bool = False) -> QueueDirs:
+        """A queue's directories, held until the store closes (for tests that write by hand)."""
+        return self._holds.enter_context(self.store.queue_dirs(HOST, queue, create=create))
 
     def post(
         self,
@@ -82,9 +89,13 @@ class Harness:
             if n.startswith(".tmp-")
         ]
 
+    def close(self) -> None:
+        self._holds.close()
+        self.store.close()
+
     def reopen(self) -> None:
         """A restart: drop every in-process state and open the same directories afresh."""
-        self.store.close()
+        self.close()
         self.store = QueueStore(self.config)
 
 
@@ -92,4 +103,4 @@ class Harness:
 def h(tmp_path: Path) -> Any:
     harness = Harness(tmp_path)
     yield harness
-    harness.store.close()
+    harness.close()

@@ -10,6 +10,7 @@ from queues.store import EventLog, QueueSettings, QueueStore, StoreConfig, Task,
 
 HOST, QUEUE = "task.example.com", "resize"
 LONG = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600, retain_seconds=10 * 86400)
+CAP = 20  # capped_poster's maxPending
 
 
 def claimer(items: str, logs: str, worker: str, out: Any, start: Any) -> None:
@@ -125,3 +126,26 @@ def listing_partner(items: str, logs: str, commands: Any, replies: Any) -> None:
                              attempt=task.attempts, result={"ok": 1})  # fmt: skip
         replies.put(step)
     store.close()
+
+
+def capped_poster(items: str, logs: str, queues: list[str], barrier: Any, out: Any) -> None:
+    """Post once into each queue in turn, all posters released together by the barrier;
+    report per queue whether the post was taken or refused as full."""
+    from queues.store import QueueFull
+
+    # fsync on, as in production: the write between the count and the task's arrival takes
+    # as long as a real one does
+    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True))
+    capped = QueueSettings(max_pending=CAP)
+    outcomes = []
+    for queue in queues:
+        store.stats(HOST, queue)  # the index is warm: the race is the count, not a first listing
+        barrier.wait()
+        try:
+            store.post(HOST, queue, {"q": queue}, settings=capped, posted_by="a")
+            outcomes.append((queue, "posted"))
+        except QueueFull:
+            outcomes.append((queue, "full"))
+        except Exception as exc:  # any other error fails the test
+            outcomes.append((queue, repr(exc)))
+    out.put(outcomes)

@@ -62,7 +62,7 @@ def test_emfile_on_locking_a_candidate_raises_and_the_task_stays_claimable(h):
 
 
 def test_emfile_on_learning_a_new_pending_name_raises_and_the_task_stays_claimable(h):
-    h.store.dirs(HOST, QUEUE, create=True)
+    h.store.create_queue(HOST, QUEUE)
     h.store.stats(HOST, QUEUE, now=T0)  # this process's index exists and listens
     other = QueueStore(h.config)  # another process's post: this index hears only its name
     try:

@@ -37,7 +37,7 @@ OPS = {
 
 def prepare(root: Path, steps: list[str]) -> tuple[Harness, str | None]:
     h = Harness(root, fsync=True)
-    h.store.dirs(HOST, QUEUE, create=True)
+    h.store.create_queue(HOST, QUEUE)
     task_id = None
     for step in steps:
         result = procs.run_op(h.store, step, task_id)
@@ -63,6 +63,9 @@ def check_recovered(h: Harness, op: str, task_id: str | None, allowed: set) -> s
         else h.store.read(HOST, QUEUE, task_id).status.value
     )
     assert status in allowed, (op, status)
+    # no idempotency key is left whose task never appeared (the sweep ran past the grace period)
+    for key in (h.queue_dir / "keys").glob("*.json"):
+        assert h.where(orjson.loads(key.read_bytes())["id"]), (op, "orphan key")
     for day in (h.config.logs_dir / "tasks").glob("*.jsonl"):
         for raw in day.read_bytes().splitlines():
             orjson.loads(raw)

@@ -105,7 +105,8 @@ def test_a_late_moved_out_event_does_not_drop_a_task_this_process_put_back(h):
     assert _settled(h.store, 1) == 1
     # Deliver the stale event by hand, last, as the watcher thread may when it runs late.
     w = changes()
-    sub = h.store.core._indexes[(HOST, QUEUE)]._sub
+    with h.store.queue_dirs(HOST, QUEUE) as qd, h.store.core.lock:
+        sub = h.store.core.index(qd)._sub
     wd = next(wd for wd, group in w._subs.items() if sub in group)
     with w.lock:
         w._dispatch(wd, IN_MOVED_FROM, f"{task.id}.json")

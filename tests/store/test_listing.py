@@ -168,20 +168,20 @@ def test_pages_are_those_of_a_full_scan_before_and_after_changes(spec, corrupt, 
         config = StoreConfig(items_dir=Path(tmp) / "items", logs_dir=Path(tmp) / "logs")
         store = QueueStore(config)
         try:
-            qd = store.dirs(HOST, QUEUE, create=True)
-            ids = write_queue(qd, spec, corrupt)
-            by_inotify = lambda s, p, limit, offset: store.list_tasks(  # noqa: E731
-                HOST, QUEUE, status=s, posted_by=p, limit=limit, offset=offset
-            )
-            by_listing = ListingIndex(qd, None)
-            without_inotify = lambda s, p, limit, offset: by_listing.page(  # noqa: E731
-                qd, State(s) if s else None, p, limit, offset
-            )
-            for listing in (by_inotify, without_inotify):
-                same_pages(qd, listing, asked)
-            change_queue(qd, ids, steps)
-            for listing in (by_inotify, without_inotify):
-                same_pages(qd, listing, asked)
+            with store.queue_dirs(HOST, QUEUE, create=True) as qd:
+                ids = write_queue(qd, spec, corrupt)
+                by_inotify = lambda s, p, limit, offset: store.list_tasks(  # noqa: E731
+                    HOST, QUEUE, status=s, posted_by=p, limit=limit, offset=offset
+                )
+                by_listing = ListingIndex(qd, None)
+                without_inotify = lambda s, p, limit, offset: by_listing.page(  # noqa: E731
+                    qd, State(s) if s else None, p, limit, offset
+                )
+                for listing in (by_inotify, without_inotify):
+                    same_pages(qd, listing, asked)
+                change_queue(qd, ids, steps)
+                for listing in (by_inotify, without_inotify):
+                    same_pages(qd, listing, asked)
         finally:
             store.close()
 
@@ -190,7 +190,7 @@ def test_a_task_in_two_directories_is_listed_once_under_its_winning_status(h):
     """A requeue cut short between its two steps leaves the task in pending/ (rev 3, the winner)
     and processing/ (rev 2): a filter on processing must not find it there."""
     task = h.post(now=T0)
-    qd = h.store.dirs(HOST, QUEUE)
+    qd = h.held(QUEUE)
     put(qd, "processing", record(task.id, State.PROCESSING, "alice", T0, 2))
     put(qd, "pending", record(task.id, State.PENDING, "alice", T0, 3))
     assert h.store.list_tasks(HOST, QUEUE, status="processing") == TaskPage(count=0, tasks=[])
@@ -225,7 +225,7 @@ def test_a_page_reads_only_its_own_records(h):
 def test_a_warm_index_learns_only_what_changed(h):
     for n in range(40):
         h.post(now=T0 + n)
-    index = h.store.core.listings.of(h.store.dirs(HOST, QUEUE))
+    index = h.store.core.listings.of(h.held(QUEUE))
     h.store.list_tasks(HOST, QUEUE, limit=5)
     assert index.records_learned == 40
     h.claim(now=T0 + 100)
@@ -240,7 +240,7 @@ def test_a_warm_index_learns_only_what_changed(h):
 def test_a_corrupt_file_is_skipped_and_breaks_no_page(h):
     tasks = [h.post(now=T0 + n) for n in range(5)]
     h.store.list_tasks(HOST, QUEUE)
-    put_bytes(h.store.dirs(HOST, QUEUE), "pending", "00000000000000ff", b'{"id": "0')
+    put_bytes(h.held(QUEUE), "pending", "00000000000000ff", b'{"id": "0')
     page = h.store.list_tasks(HOST, QUEUE, limit=3, offset=1)
     assert page.count == 5 and [t.id for t in page.tasks] == [t.id for t in tasks[::-1][1:4]]
 
@@ -254,7 +254,7 @@ def test_a_task_gone_between_the_index_and_its_read_is_refilled(tmp_path):
     h = Harness(tmp_path)
     try:
         tasks = [h.post(now=T0 + n) for n in range(8)]
-        qd = h.store.dirs(HOST, QUEUE)
+        qd = h.held(QUEUE)
         pending = h.queue_dir / "pending"
         old = (1_700_000_000, 1_700_000_000)
         for d in paths.STATE_DIRS:
@@ -267,14 +267,14 @@ def test_a_task_gone_between_the_index_and_its_read_is_refilled(tmp_path):
         page = index.page(qd, None, ANY, 3, 0)
         assert page.count == 7 and [t.id for t in page.tasks] == [newest[0], *newest[2:4]]
     finally:
-        h.store.close()
+        h.close()
 
 
 def test_a_listing_of_the_directory_reads_again_a_file_replaced_under_the_same_inode(h):
     """Without inotify (or after lost events) a listing of the directory is all the index has:
     a file rewritten in place keeps its inode, as a replaced file often gets its predecessor's
     freed inode number back; the mtime tells them apart."""
-    qd = h.store.dirs(HOST, QUEUE, create=True)
+    qd = h.held(QUEUE, create=True)
     task = record("00000000000000a1", State.FINISHED, "alice", T0, 3)
     put(qd, "done", task)
     path = h.queue_dir / "done" / f"{task.id}.json"
@@ -302,7 +302,7 @@ def test_lost_events_list_the_directories_again_and_catch_a_rewritten_file(h):
     and came back with another status (a retry run to failure) has a new inode there."""
     finished = h.post(now=T0)
     other = h.post(now=T0 + 1)
-    qd = h.store.dirs(HOST, QUEUE)
+    qd = h.held(QUEUE)
     done = record(finished.id, State.FINISHED, "alice", T0, 3)
     put(qd, "done", done)
     os.unlink(h.queue_dir / "pending" / f"{finished.id}.json")
@@ -320,7 +320,7 @@ def test_lost_events_list_the_directories_again_and_catch_a_rewritten_file(h):
 def test_a_listing_stays_right_while_another_process_posts_claims_and_finishes(h):
     for n in range(30):
         h.post(now=T0 + n, posted_by=["alice", "bob", None][n % 3])
-    qd = h.store.dirs(HOST, QUEUE)
+    qd = h.held(QUEUE)
     asked = [
         (status, posted_by, limit, offset)
         for status in (None, State.PENDING, State.PROCESSING, State.FINISHED)
@@ -360,7 +360,7 @@ def test_only_the_most_recently_listed_queues_keep_an_index(tmp_path):
     try:
         dirs = {}
         for queue in ("a", "b", "c"):
-            dirs[queue] = qd = h.store.dirs(HOST, queue, create=True)
+            dirs[queue] = qd = h.held(queue, create=True)
             put(qd, "pending", record(f"{ord(queue):016x}", State.PENDING, None, T0, 1))
         a, b = listings.of(dirs["a"]), listings.of(dirs["b"])
         subscribed = {name: set(index._subs.values()) for name, index in (("a", a), ("b", b))}
@@ -373,4 +373,4 @@ def test_only_the_most_recently_listed_queues_keep_an_index(tmp_path):
         assert page == full_scan(dirs["b"]) and page.count == 1
     finally:
         listings.close()
-        h.store.close()
+        h.close()

@@ -45,7 +45,7 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.tmp = tempfile.TemporaryDirectory()
         self.h = Harness(Path(self.tmp.name))
-        self.h.store.dirs(HOST, QUEUE, create=True)
+        self.h.store.create_queue(HOST, QUEUE)
         self.now = T0
         self.model: dict[
             str, dict

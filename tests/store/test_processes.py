@@ -91,7 +91,7 @@ def test_wait_claim_wakes_on_a_post_from_another_process(h):
     import time
 
     settings = QueueSettings()
-    h.store.dirs(HOST, QUEUE, create=True)
+    h.store.create_queue(HOST, QUEUE)
     poster = mp.get_context("spawn").Process(
         target=_post_later, args=(str(h.config.items_dir), str(h.config.logs_dir))
     )

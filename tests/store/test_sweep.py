@@ -46,7 +46,7 @@ def plant(h, directory: str, record: dict) -> None:
 
 @pytest.fixture
 def q(h):
-    h.store.dirs(HOST, QUEUE, create=True)
+    h.store.create_queue(HOST, QUEUE)
     return h
 
 

@@ -29,9 +29,8 @@ def _unchanged(h, task_id, before_disk, before_events):
 def test_apply_refuses_a_triple_not_in_the_table_and_writes_nothing(h, target, event):
     task = h.post()
     disk, events = h.on_disk(task.id), h.events()
-    qd = h.store.dirs(HOST, QUEUE)
     new = task.replace(status=target, updated_at=T0 + 1)
-    with pytest.raises(InvalidTransition) as refused:
+    with h.store.queue_dirs(HOST, QUEUE) as qd, pytest.raises(InvalidTransition) as refused:
         h.store.core.apply(qd, "pending", task, new, event, now=T0 + 1, settings=SETTINGS)
     assert refused.value.code == "internal"
     assert (refused.value.task_id, refused.value.source, refused.value.target) == (
@@ -45,17 +44,16 @@ def test_apply_refuses_a_triple_not_in_the_table_and_writes_nothing(h, target, e
 def test_remove_refuses_a_task_that_is_not_terminal(h):
     task = h.post()
     disk, events = h.on_disk(task.id), h.events()
-    with pytest.raises(InvalidTransition):
-        h.store.core.remove(h.store.dirs(HOST, QUEUE), task, now=T0 + 1)
+    with h.store.queue_dirs(HOST, QUEUE) as qd, pytest.raises(InvalidTransition):
+        h.store.core.remove(qd, task, now=T0 + 1)
     _unchanged(h, task.id, disk, events)
 
 
 def test_admit_refuses_a_new_task_that_is_not_pending(h):
     task = h.post()
-    qd = h.store.dirs(HOST, QUEUE)
     other = task.replace(id="0" * 16, status=State.FINISHED)
     events = h.events()
-    with pytest.raises(InvalidTransition):
+    with h.store.queue_dirs(HOST, QUEUE) as qd, pytest.raises(InvalidTransition):
         h.store.core.admit(qd, other, now=T0, settings=SETTINGS)
     assert h.on_disk(other.id) == {} and h.events() == events
 

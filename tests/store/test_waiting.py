@@ -84,7 +84,8 @@ def test_two_inotify_instances_serve_claims_streams_and_indexes(h):
     reader.start()
     time.sleep(0.1)
     assert thread.is_alive() and reader.is_alive()
-    assert stream.listening and h.store.core._indexes[(HOST, QUEUE)]._sub is not None
+    with h.store.queue_dirs(HOST, QUEUE) as qd, h.store.core.lock:
+        assert stream.listening and h.store.core.index(qd)._sub is not None
     assert _inotify_fds() == 2  # the watcher and the change log, however many wait
     thread.join()
     reader.join()
@@ -93,7 +94,7 @@ def test_two_inotify_instances_serve_claims_streams_and_indexes(h):
 def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_its_own(
     h, monkeypatch
 ):
-    h.store.dirs(HOST, OTHER, create=True)
+    h.store.create_queue(HOST, OTHER)
     calls = []
     claim = claiming.claim
     monkeypatch.setattr(claiming, "claim", lambda *a, **kw: calls.append(1) or claim(*a, **kw))
@@ -119,10 +120,10 @@ def test_a_waiting_claim_sleeps_through_other_queues_and_the_log_then_wakes_on_i
 
 
 def test_a_queue_channel_does_not_move_for_another_queue_or_the_log(h):
-    a = h.store.dirs(HOST, QUEUE, create=True)
-    b = h.store.dirs(HOST, OTHER, create=True)
-    channel_a = watcher().channel([a.proc_path("pending")], ENTRIES)
-    channel_b = watcher().channel([b.proc_path("pending")], ENTRIES)
+    with h.store.queue_dirs(HOST, QUEUE, create=True) as a:
+        channel_a = watcher().channel([a.proc_path("pending")], ENTRIES)
+    with h.store.queue_dirs(HOST, OTHER, create=True) as b:
+        channel_b = watcher().channel([b.proc_path("pending")], ENTRIES)
     log = watcher().channel([str(h.config.logs_dir / "tasks")], APPENDS)
     before_a, before_b, before_log = channel_a.generation, channel_b.generation, log.generation
     h.store.post(HOST, OTHER, {"n": 1}, settings=QueueSettings(), posted_by="a")
@@ -195,7 +196,7 @@ def test_a_forked_child_keeps_one_instance_and_its_inherited_store_still_claims(
 
 
 def test_a_directory_is_watched_only_while_a_channel_on_it_is_open(h):
-    qd = h.store.dirs(HOST, QUEUE, create=True)
+    h.store.create_queue(HOST, QUEUE)
     before = watcher().watched_directories()
     thread, got = _wait_claim_in_thread(h, QUEUE, 0.3)
     time.sleep(0.1)
@@ -203,7 +204,9 @@ def test_a_directory_is_watched_only_while_a_channel_on_it_is_open(h):
     thread.join(2.0)
     assert got and got[0][1] == []
     assert watcher().watched_directories() == before  # the wait ended: the watch went with it
-    with watcher().channel([qd.proc_path("pending")], ARRIVALS) as channel:
+    with h.store.queue_dirs(HOST, QUEUE) as qd:
+        channel = watcher().channel([qd.proc_path("pending")], ARRIVALS)
+    with channel:
         assert watcher().watched_directories() == before + 1
         seen = channel.generation
         h.post(now=T0)
@@ -243,8 +246,10 @@ def test_a_waiting_claim_listens_for_creates_where_names_are_made_by_link(monkey
 def test_a_keyed_post_arrives_by_rename_so_a_waiting_claim_hears_it(h):
     """A keyed post publishes with a no-replace rename, not link(): a link would show only as a
     create, which a waiting claim no longer listens for, and the claim would sleep through it."""
-    qd = h.store.dirs(HOST, QUEUE, create=True)
-    with watcher().channel([qd.proc_path("pending")], arrivals()) as channel:
+    with (
+        h.store.queue_dirs(HOST, QUEUE, create=True) as qd,
+        watcher().channel([qd.proc_path("pending")], arrivals()) as channel,
+    ):
         seen = channel.generation
         h.post(now=T0, idempotency_key="k-1")
         assert _moves(channel, seen)
