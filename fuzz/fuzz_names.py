@@ -83,6 +83,7 @@ def test_one_input(data: bytes) -> None:
     if ok_id and not under(paths.archive_root(LOGS), paths.archive_dir(LOGS, host, queue, task_id)):
         raise AssertionError(f"archive path escapes: {host!r}/{queue!r}/{task_id!r}")
     qd = paths.QueueDirs(ROOT_FD, host, queue, create=True)
+    qd.users += 1  # this harness opened the queue and holds it itself (no QueueCore here)
     try:
         for name in paths.QUEUE_DIRS:
             real = os.readlink(qd.proc_path(name))
