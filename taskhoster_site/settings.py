@@ -157,7 +157,9 @@ STORAGES = {
 # Serve straight from the apps' static folders until collectstatic has run (dev, tests).
 WHITENOISE_USE_FINDERS = True
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "queues:home"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- security -----------------------------------------------------------------------------
 # Behind TLS (production) every cookie is secure and browsers are told to stay on HTTPS.
