@@ -34,7 +34,7 @@ def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     report = insight.queue_insight(found, now_ms=_now_ms())
     chart = activity_chart(report.activity, label=str(found))
     return render(request, "console/insight.html", {
-        "queue": found, "report": report, "chart": chart,
+        "queue": found, "report": report, "chart": chart, "sampling": insight.SAMPLING,
     })  # fmt: skip
 
 

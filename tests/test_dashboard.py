@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -192,7 +193,7 @@ def test_fresh_events_are_not_yet_a_lag(resize):
 
 
 def test_the_chart_is_svg_that_escapes_the_name():
-    day = Activity(end=1_735_689_600, posted=(1,) * 48, finished=(0,) * 47 + (5,))
+    day = Activity(start=1_735_689_600, posted=(1,) * 48, finished=(0,) * 47 + (5,))
     svg = str(activity_chart(day, label='<script>alert("x")</script> & co'))
     assert "<script>" not in svg
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co" in svg
@@ -210,17 +211,27 @@ def test_each_row_has_its_chart_in_the_page_and_in_the_refresh(resize):
     assert ET.fromstring(chart).find(".//{http://www.w3.org/2000/svg}polyline") is not None
 
 
-def test_one_query_over_the_events_serves_every_queue(make_queue):
+def test_one_query_serves_every_queue_and_later_ones_read_only_the_last_90_minutes(make_queue):
     queues = [make_queue("task.example.com", f"q{i}") for i in range(5)]
     now = now_ms()
     for i, queue in enumerate(queues):
         lifecycle(f"{i:016x}", now - 10 * MIN, ("claimed", 10), ("result", 20), queue=queue.name)
+        lifecycle(f"a{i:015x}", now - 5 * 60 * MIN, ("claimed", 10), ("result", 20),
+                  queue=queue.name)  # fmt: skip
     client = client_for("sam", is_staff=True)
-    with CaptureQueriesContext(connection) as queries:
-        assert client.get("/console/queues.json").status_code == 200
-    on_events = [q["sql"] for q in queries if "tasklogs_taskevent" in q["sql"]]
-    assert len(on_events) == 1 and "GROUP BY" in on_events[0]
-    assert all(r["finished_day"] == 1 for r in rows(client).values())
+
+    def event_queries() -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/console/queues.json").status_code == 200
+        return [q["sql"] for q in queries if "tasklogs_taskevent" in q["sql"]]
+
+    first = event_queries()  # the settled half hours, then the recent ones: all 5 queues in each
+    assert len(first) == 2 and all("GROUP BY" in sql for sql in first)
+    later = event_queries()  # the settled half hours come from the cache
+    assert len(later) == 1
+    since = int(later[0].split('"t" >= ')[1].split(" ")[0].rstrip(")"))
+    assert now // 1000 - since <= 90 * 60
+    assert all(r["finished_day"] == 2 and r["ended_last_hour"] == 1 for r in rows(client).values())
 
 
 def test_activity_keeps_queues_of_the_same_name_on_other_hosts_apart():
@@ -236,23 +247,42 @@ def test_activity_keeps_queues_of_the_same_name_on_other_hosts_apart():
     assert ("b.example.com", "q") not in found
 
 
-def test_intervals_are_counted_back_from_now():
-    now_s = 1_735_689_600
+def test_half_hours_follow_the_clock_and_the_last_hour_is_exact():
+    now_s = 1_735_689_600 + 600  # ten minutes into a half hour
+    at = lambda seconds_ago: (now_s - seconds_ago) * 1000  # noqa: E731
     store(
-        event("posted", "0" * 16, now_s * 1000),  # the newest interval, last slot
-        event("posted", "1" * 16, (now_s - 1_800) * 1000),  # exactly one interval back
-        event("posted", "2" * 16, (now_s - 86_399) * 1000),  # the oldest slot
-        event("posted", "3" * 16, (now_s - 86_400) * 1000),  # a day old: out
-        event("posted", "4" * 16, (now_s + 5) * 1000),  # the future (a skewed clock): out
+        event("result", "0" * 16, at(0)),  # now: the current half hour, the last slot
+        event("result", "1" * 16, at(600)),  # its first second: still the last slot
+        event("result", "2" * 16, at(601)),  # the half hour before
+        event("failed", "3" * 16, at(3_599)),  # within the last hour
+        event("failed", "4" * 16, at(3_600)),  # an hour ago exactly: out of the last hour
+        event("result", "5" * 16, at(600 + 47 * 1_800)),  # the first slot's first second
+        event("result", "6" * 16, at(601 + 47 * 1_800)),  # before the first slot: out
+        event("result", "7" * 16, at(-5)),  # the future (a skewed clock): out
     )
-    posted = activity([("task.example.com", "resize")], now_s=now_s)[
-        ("task.example.com", "resize")
-    ].posted
-    assert posted[-1] == 1 and posted[-2] == 1 and posted[0] == 1 and sum(posted) == 3
+    day = activity([("task.example.com", "resize")], now_s=now_s)[("task.example.com", "resize")]
+    assert day.start == now_s - 600 - 47 * 1_800
+    assert day.finished[-1] == 2 and day.finished[-2] == 1 and day.finished[0] == 1
+    assert sum(day.finished) == 4 and sum(day.failed) == 2
+    assert (day.finished_last_hour, day.failed_last_hour) == (3, 1)
+    assert day.failure_rate == pytest.approx(0.25)
+
+
+def test_settled_half_hours_are_counted_once_and_recent_ones_every_time():
+    now_s = 1_735_689_600 + 600
+    key = ("task.example.com", "resize")
+    store(event("posted", "0" * 16, (now_s - 5 * 3_600) * 1000))
+    assert sum(activity([key], now_s=now_s)[key].posted) == 1
+    # Ingested late into a settled half hour, and just now into the current one:
+    store(event("posted", "1" * 16, (now_s - 5 * 3_600) * 1000))
+    store(event("posted", "2" * 16, now_s * 1000))
+    assert sum(activity([key], now_s=now_s)[key].posted) == 2  # the late one waits for the cache
+    cache.clear()  # as SETTLED_SECONDS later
+    assert sum(activity([key], now_s=now_s)[key].posted) == 3
 
 
 def test_a_quiet_day_is_said_in_the_chart_with_the_name_escaped():
-    svg = str(activity_chart(Activity(end=1_735_689_600), label="<b>q</b>"))
+    svg = str(activity_chart(Activity(start=1_735_689_600), label="<b>q</b>"))
     root = ET.fromstring(svg)
     assert "<b>" not in svg and root.get("aria-label") == "<b>q</b>: no events in the last 24 hours"
     assert root.find("{http://www.w3.org/2000/svg}text").text == "no events in 24 hours"
