@@ -170,3 +170,25 @@ def test_the_admin_queue_list_fits_a_desktop_and_links_to_the_console(page, live
     page.goto(f"{live_server.url}/admin/")
     page.click(".taskhoster-links >> text=Console")
     page.wait_for_url(f"{live_server.url}/")
+
+
+def test_the_api_docs_show_real_bodies_and_lead_back_to_the_console(page, live_server, shoot):
+    page.set_viewport_size(DESKTOP)
+    page.goto(f"{live_server.url}/api/v1/docs/")
+    description = page.locator(".information-container .description")
+    expect(description).to_contain_text("epoch milliseconds")
+    page.locator(".opblock-summary:has-text('Post a task')").click()
+    body = page.locator(".opblock.is-open .body-param__example, .opblock.is-open .example")
+    expect(body.first).to_contain_text("cat.jpg")
+    page.locator("#operations-queues-claim .opblock-summary").click()
+    claim = page.locator("#operations-queues-claim")
+    expect(claim).to_contain_text("cat.jpg")  # the claimed task's item, in the 200 answer
+    for opened in page.locator(".opblock.is-open").all():
+        expect(opened).not_to_contain_text("additionalProp1")
+    page.locator(
+        "#operations-queues-claim .opblock-summary"
+    ).click()  # closed again: a shorter shot
+    page.locator("#operations-queues-post_task .opblock-summary").click()
+    shoot(page, "docs")
+    back = description.locator("a:has-text('Back to the console')")
+    assert back.get_attribute("href") == "/"
