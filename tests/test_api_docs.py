@@ -28,11 +28,8 @@ def test_the_description_covers_tokens_times_the_life_of_a_task_and_the_way_back
 
 def free_form(schema: dict) -> bool:
     """A JSON value of any shape: Swagger invents `additionalProp1` or "string" for it."""
-    return (
-        ("type" not in schema
-        and "$ref" not in schema
-        and "allOf" not in schema)
-        or (schema.get("type") == "object" and "properties" not in schema)
+    return ("type" not in schema and "$ref" not in schema and "allOf" not in schema) or (
+        schema.get("type") == "object" and "properties" not in schema
     )
 
 
