@@ -4,41 +4,88 @@ Views call these; these call the store with the queue's own settings. Nothing he
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import Http404
+from django.utils.safestring import SafeString
 
 from queues.access import operated_queues
+from queues.activity import Activity, activity
+from queues.charts import activity_chart
 from queues.models import Queue
 from queues.services import get_store
 from queues.store import STATUSES, NotFound, QueueStats, StoreError, Task, TaskPage
+from tasklogs.health import IngestLag, ingest_lag
 
 User = AbstractBaseUser | AnonymousUser
-EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
 PAGE_SIZE = 50
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QueueRow:
+    """A dashboard row: the store's counts, and the last day as Task Logs saw it."""
+
     queue: Queue
-    stats: QueueStats
+    stats: QueueStats | None  # None: never posted to (the store has nothing of it)
+    activity: Activity
+    chart: SafeString
+
+    @property
+    def never_posted(self) -> bool:
+        """Nothing of it in the store, nor in the day's events."""
+        return self.stats is None and self.activity.quiet
+
+    @property
+    def oldest_pending_ms(self) -> int | None:
+        """None when nothing is pending: an empty queue has no oldest task, not one of 0 ms."""
+        return self.stats.oldest_pending_ms if self.stats and self.stats.pending else None
 
     def as_json(self) -> dict[str, object]:
-        return {"host": self.queue.host.name, "queue": self.queue.name,
-                "paused": self.queue.paused, **self.stats.__dict__}  # fmt: skip
+        counts = self.stats.__dict__ if self.stats else EMPTY.__dict__
+        return {
+            "host": self.queue.host.name,
+            "queue": self.queue.name,
+            "paused": self.queue.paused,
+            "never_posted": self.never_posted,
+            **counts,
+            "oldest_pending_ms": self.oldest_pending_ms,
+            **self.activity.totals(),
+            "ended_last_hour": self.activity.ended_last_hour,
+            "failure_rate": self.activity.failure_rate,
+            "chart": str(self.chart),
+        }
 
 
-def dashboard(user: User) -> list[QueueRow]:
-    """Every queue the user operates, with its counts (zeros for a queue never posted to)."""
+@dataclass(frozen=True, kw_only=True)
+class Dashboard:
+    rows: list[QueueRow]
+    lag: IngestLag | None  # Task Logs is behind the store's log: its numbers stop at lag.oldest_t
+    now_s: int
+
+
+EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
+
+
+def dashboard(user: User, *, now_ms: int) -> Dashboard:
+    """Every queue the user operates: the store's counts (from its directory listings and
+    pending index, never a task file) and one aggregate query over the last day's events."""
     store = get_store()
+    queues = list(operated_queues(user))
+    now_s = now_ms // 1000
+    days = activity([(q.host.name, q.name) for q in queues], now_s=now_s)
     rows = []
-    for queue in operated_queues(user):
+    for queue in queues:
         try:
-            stats = store.stats(queue.host.name, queue.name)
+            stats: QueueStats | None = store.stats(queue.host.name, queue.name, now=now_ms)
         except NotFound:
-            stats = EMPTY
-        rows.append(QueueRow(queue, stats))
-    return rows
+            stats = None
+        day = days[(queue.host.name, queue.name)]
+        rows.append(QueueRow(queue=queue, stats=stats, activity=day,
+                             chart=activity_chart(day, label=str(queue))))  # fmt: skip
+    lag = ingest_lag(Path(settings.TASKHOSTER_LOGS_DIR) / "tasks", now_s=now_s) if queues else None
+    return Dashboard(rows=rows, lag=lag, now_s=now_s)
 
 
 def operated_queue(user: User, host: str, name: str) -> Queue:

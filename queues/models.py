@@ -4,6 +4,8 @@ The queue's tasks themselves live in the file-system store (`queues.store`); the
 hold only configuration, which the store receives as a plain `QueueSettings` value.
 """
 
+from collections.abc import Collection
+
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
@@ -229,8 +231,17 @@ class QueueAccess(models.Model):
         return f"{who} is {self.role} of {self.queue}"
 
     def clean(self) -> None:
-        if (self.user_id is None) == (self.group_id is None):
+        if self._user_xor_group_broken():
             raise ValidationError("Give the role to a user or to a group, not both or neither.")
+
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
+        # clean() has said it in words; the check constraint would add its raw name beside.
+        if self._user_xor_group_broken():
+            exclude = {*(exclude or ()), "user", "group"}
+        super().validate_constraints(exclude)
+
+    def _user_xor_group_broken(self) -> bool:
+        return (self.user_id is None) == (self.group_id is None)
 
 
 class ApiToken(models.Model):

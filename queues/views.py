@@ -1,4 +1,6 @@
-"""The operators' console: thin views over queues.console."""
+"""The operators' console: thin views over queues.console and queues.insight."""
+
+import time
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -8,7 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from queues import console
+from queues import console, insight
+from queues.charts import activity_chart
 from queues.store import STATUSES, StoreError
 from schedules.console import schedule_rows
 from webhooks.console import webhook_panel
@@ -16,13 +19,26 @@ from webhooks.console import webhook_panel
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/dashboard.html", {"rows": console.dashboard(request.user)})
+    board = console.dashboard(request.user, now_ms=_now_ms())
+    return render(request, "console/dashboard.html", {"board": board})
 
 
 @login_required
 def dashboard_json(request: HttpRequest) -> JsonResponse:
-    """The dashboard's numbers, refreshed by console.js every few seconds."""
-    return JsonResponse({"queues": [row.as_json() for row in console.dashboard(request.user)]})
+    """The dashboard's numbers, refreshed by dashboard.js every few seconds."""
+    board = console.dashboard(request.user, now_ms=_now_ms())
+    lag = {"oldest_t": board.lag.oldest_t, "command": board.lag.command} if board.lag else None
+    return JsonResponse({"queues": [row.as_json() for row in board.rows], "ingest_lag": lag})
+
+
+@login_required
+def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
+    found = console.operated_queue(request.user, host, queue)
+    report = insight.queue_insight(found, now_ms=_now_ms())
+    chart = activity_chart(report.activity, label=str(found))
+    return render(request, "console/insight.html", {
+        "queue": found, "report": report, "chart": chart, "sampling": insight.SAMPLING,
+    })  # fmt: skip
 
 
 @login_required
@@ -70,6 +86,10 @@ def queue_pause(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     console.set_paused(found, request.POST.get("paused") == "1")
     messages.success(request, f"{found} is {'paused' if found.paused else 'running'}.")
     return redirect("queues:queue", host=host, queue=queue)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _page_number(raw: str | None) -> int:

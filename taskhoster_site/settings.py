@@ -166,7 +166,9 @@ STORAGES = {
 # Serve straight from the apps' static folders until collectstatic has run (dev, tests).
 WHITENOISE_USE_FINDERS = True
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "queues:home"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- security -----------------------------------------------------------------------------
 # Behind TLS (production) every cookie is secure and browsers are told to stay on HTTPS.
@@ -216,9 +218,17 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "queues.api.errors.exception_handler",
 }
+from queues.api_docs import DESCRIPTION as API_DESCRIPTION  # noqa: E402 (plain text, no Django)
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "taskhoster API",
-    "DESCRIPTION": "Producers post tasks, workers claim them, monitors follow the event stream.",
+    # How to get a token, epoch milliseconds, a task's life, the way back to the console; and
+    # real example bodies instead of Swagger's made-up ones (queues/api_docs.py).
+    "DESCRIPTION": API_DESCRIPTION,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "queues.api_docs.add_examples",
+    ],
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -1,10 +1,15 @@
 """The site's URLs: the admin, the console, the API."""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # The console's own login: the admin's refuses anyone who is not staff, and an operator of
+    # a queue need not be.
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("logs/", include("tasklogs.urls")),
     path("", include("queues.urls")),
 ]

@@ -43,6 +43,9 @@ class TaskEvent(models.Model):
             models.Index(fields=["task_id", "at", "id"], name="taskevent_task_at"),
             models.Index(fields=["event", "at", "id"], name="taskevent_event_at"),
             models.Index(fields=["worker", "at", "id"], name="taskevent_worker_at"),
+            # The console's counts and charts: one queue's events of some kinds over a time
+            # range, read from the index alone (queues/activity.py, queues/insight.py).
+            models.Index(fields=["host", "queue", "event", "t"], name="taskevent_queue_event_t"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["file", "offset", "digest"], name="taskevent_line"),

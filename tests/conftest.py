@@ -16,6 +16,16 @@ def store_dirs(tmp_path: Path, settings) -> dict[str, Path]:
     return {"items": items, "logs": logs}
 
 
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """The dashboard keeps settled counts in Django's cache: no test may see another's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def make_queue(db):
     """A small factory: `make_queue("h.example", "q", lease_seconds=30)`."""

@@ -84,3 +84,77 @@ def test_the_admins_new_queue_form_offers_the_stores_defaults(admin_client):
     page = admin_client.get("/admin/queues/queue/add/").content.decode()
     assert 'name="max_attempts" value="3"' in page
     assert 'name="lease_seconds" value="60"' in page
+
+
+def queue_form(queue, **changes):
+    """The queue change form as the admin posts it, with `changes` over the saved values."""
+    form = {
+        "host": queue.host.pk, "name": queue.name, "queue_seconds": 86400, "lease_seconds": 60,
+        "retain_seconds": 3600, "retain_from": "finished", "max_retain_seconds": 604800,
+        "max_attempts": 0, "backoff_seconds": 5, "backoff_factor": 4, "backoff_cap_seconds": 300,
+        "max_item_bytes": 65536, "max_pending": 0, "item_schema": "",
+        "access-TOTAL_FORMS": 0, "access-INITIAL_FORMS": 0,
+    }  # fmt: skip
+    return {**form, **changes}
+
+
+def test_the_login_page_and_the_header_say_taskhoster():
+    login = Client().get("/admin/login/").content.decode()
+    assert "Django administration" not in login and "Django site admin" not in login
+    assert "<title>Log in | taskhoster admin</title>" in login
+    assert '<a href="/admin/">taskhoster</a>' in login
+
+
+def test_the_admin_links_to_the_console(admin_client, make_queue):
+    index = admin_client.get("/admin/").content.decode()
+    assert '<a href="/">Console</a>' in index
+    assert '<a href="/logs/">Task logs</a>' in index
+
+
+def test_the_queue_form_links_to_the_queues_console_page(admin_client, make_queue):
+    queue = make_queue()
+    page = admin_client.get(f"/admin/queues/queue/{queue.pk}/change/").content.decode()
+    assert 'href="/console/task.example.com/resize/"' in page
+    # A queue being added has no console page yet.
+    adding = admin_client.get("/admin/queues/queue/add/").content.decode()
+    assert "Open in the console" not in adding
+
+
+def test_an_empty_item_schema_shows_blank_and_saves_as_none(admin_client, make_queue):
+    queue = make_queue()
+    page = admin_client.get(f"/admin/queues/queue/{queue.pk}/change/").content.decode()
+    textarea = page.split('id="id_item_schema">')[1].split("</textarea>")[0]
+    assert textarea.strip() == ""
+    response = admin_client.post(f"/admin/queues/queue/{queue.pk}/change/", queue_form(queue))
+    assert response.status_code == 302
+    queue.refresh_from_db()
+    assert queue.item_schema is None
+
+
+def test_a_schema_is_still_shown_and_saved(admin_client, make_queue):
+    queue = make_queue(item_schema={"type": "object"})
+    page = admin_client.get(f"/admin/queues/queue/{queue.pk}/change/").content.decode()
+    assert "{&quot;type&quot;: &quot;object&quot;}" in page
+    form = queue_form(queue, item_schema='{"type": "object", "required": ["url"]}')
+    assert admin_client.post(f"/admin/queues/queue/{queue.pk}/change/", form).status_code == 302
+    queue.refresh_from_db()
+    assert queue.item_schema == {"type": "object", "required": ["url"]}
+
+
+def test_durations_read_as_words_beside_the_seconds(admin_client, make_queue):
+    queue = make_queue()
+    listing = admin_client.get("/admin/queues/queue/").content.decode()
+    assert "86400 (1 day)" in listing and "60 (1 min)" in listing
+    form = admin_client.get(f"/admin/queues/queue/{queue.pk}/change/").content.decode()
+    field = form.split('id="id_queue_seconds"')[1].split("</div>")[0]
+    assert "1 day" in field
+    assert "7 days" in form.split('id="id_max_retain_seconds"')[1].split("</div>")[0]
+
+
+def test_an_access_row_without_user_or_group_says_so_once_in_words(admin_client, make_queue):
+    queue = make_queue()
+    form = queue_form(queue, **{"access-TOTAL_FORMS": 1, "access-0-role": "operator"})
+    page = admin_client.post(f"/admin/queues/queue/{queue.pk}/change/", form).content.decode()
+    assert "Give the role to a user or to a group, not both or neither." in page
+    assert "access_for_user_xor_group" not in page
+    assert not queue.access.exists()

@@ -22,7 +22,7 @@ def log_in(page, live_server, username: str, password: str) -> None:
 def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_server, shoot):
     User.objects.create_superuser("admin", password="a-long-admin-password")
     log_in(page, live_server, "admin", "a-long-admin-password")
-    expect(page.locator("main")).to_contain_text("You operate no queue yet")
+    expect(page.locator("main")).to_contain_text("No queues yet")
 
     page.goto(f"{live_server.url}/admin/queues/host/add/")
     page.fill("#id_name", "task.example.com")
