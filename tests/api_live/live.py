@@ -17,7 +17,8 @@ QUEUE, SHORT = "work", "short"  # SHORT: a 1 s lease, for the sweep's requeue
 # Each test that claims "the next task" has a queue of its own, so no other test's leftover
 # is what it claims; the value is the queue's lease in seconds.
 QUEUES = {QUEUE: 60, SHORT: 1, "wake": 60, "result": 60, "fail": 60, "retry": 60,
-          "beat": 1, "stale": 1, "flaky": 60, "nobudget": 60, "paused": 60}  # fmt: skip
+          "beat": 1, "stale": 1, "flaky": 60, "nobudget": 60, "paused": 60, "pool": 60,
+          "poolstop": 60}  # fmt: skip
 # Settings beyond the lease (every queue has a budget of 8 unless it says otherwise here).
 SETTINGS = {"flaky": {"max_attempts": 3, "backoff_seconds": 0},
             "nobudget": {"max_attempts": 0}, "paused": {"paused": True}}  # fmt: skip
