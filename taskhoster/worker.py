@@ -301,13 +301,17 @@ def _handler_error(job: Job, exc: Exception) -> tuple[str, dict[str, str]]:
     return ("retry" if budget else "failed"), body
 
 
-def _error_body(exc: BaseException) -> dict[str, str]:
+def _error_body(exc: BaseException) -> dict[str, Any]:
     name = type(exc).__name__
     if isinstance(exc, Retry | Fail | Cancelled):
         text = str(exc) or name  # the handler's own words
     else:
         text = f"{name}: {exc}" if str(exc) else name
-    return {"error": _clip(text, ERROR_CHARS), "type": name}
+    body = {"error": _clip(text, ERROR_CHARS), "type": name}
+    # A handler's own exception may carry more to report (the command line: the exit code and
+    # the tail of standard error).
+    details = getattr(exc, "details", None)
+    return {**body, **details} if isinstance(details, dict) else body
 
 
 def _traceback_tail(exc: BaseException) -> str:
