@@ -231,6 +231,11 @@ def handle(job: Job, handler: Handler, *, lease: int) -> None:
         else:
             _report_failure(job, kind, body)
     except ApiError as exc:
+        if exc.code == "payload_too_large" and kind == "result":
+            # Left unreported, the task would run again after its lease for the same outcome.
+            log.warning("task %s: its result is over the queue's cap; failing it", job.id)
+            _report_failure(job, "failed", {"error": exc.detail, "type": "ResultTooLarge"})
+            return
         if exc.code != "lease_lost":
             raise
         log.warning("task %s: lease lost before its %s was reported", job.id, kind)

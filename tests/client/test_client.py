@@ -189,3 +189,19 @@ def test_a_result_that_met_a_server_error_is_sent_again(stub):
                       max_tasks=1) == 1  # fmt: skip
     reports = [path for _, path, _, _ in handler.seen if path.endswith("/result")]
     assert len(reports) == 2
+
+
+def test_a_result_over_the_queues_cap_fails_the_task_instead_of_leaving_it_to_the_lease(stub):
+    from taskhoster import run_worker
+
+    handler, url = stub
+    task = {"id": "a" * 16, "attempts": 1, "maxAttempts": 3, "item": {}}
+    too_large = {"code": "payload_too_large", "detail": "The result is 900 bytes; the cap is 64."}
+    handler.answers = [(200, task), (413, too_large), (200, {"id": task["id"]})]
+    assert run_worker(Client(url), "h.example", "q", "w", lambda job: {"big": "x" * 900},
+                      max_tasks=1) == 1  # fmt: skip
+    _, path, _, body = handler.seen[2]
+    assert path.endswith("/fail")
+    sent = json.loads(body)
+    assert (sent["retry"], sent["result"]["type"]) == (False, "ResultTooLarge")
+    assert "The result is 900 bytes" in sent["result"]["error"]
