@@ -314,6 +314,15 @@ def test_watch_prints_one_line_per_event(live, clients):
         (["post", "no-queue-here", "{}"], "paul", USAGE, "HOST/QUEUE expected"),
         (["work", f"{HOST}/cli"], "wendy", USAGE, "work needs a command"),
         (["work", f"{HOST}/nosuchqueue", "--", "true"], "wendy", NOT_FOUND, "404 not_found"),
+        (["watch", f"{HOST}/cliwatch"], "wendy", AUTH, "403 permission_denied"),
+        (["post", f"{HOST}/cli", "{}", "--from-file", "x.jsonl"], "paul", USAGE, "not both"),
+        (["list", f"{HOST}/cli", "--limit", "0"], "olga", USAGE, "--limit must be"),
+        (
+            ["work", f"{HOST}/cli", "--concurrency", "0", "--", "true"],
+            "wendy",
+            USAGE,
+            "--concurrency must be",
+        ),
     ],
 )
 def test_errors_are_one_line_with_a_documented_exit_status(live, args, token, code, says):

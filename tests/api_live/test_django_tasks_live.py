@@ -163,3 +163,49 @@ def test_arguments_that_are_not_json_are_refused_clearly(live):
     )
     assert "arguments must be JSON values" in refused["error"]
     assert "tests.django_tasks_project.tasks.add" in refused["error"]
+
+
+def test_a_task_that_takes_the_context_gets_its_attempt(live):
+    enqueued = in_project(live, 'print(json.dumps({"id": tasks.which_attempt.enqueue(7).id}))')
+    work(live, "odd", 1)
+    assert result_of(live, enqueued["id"])["value"] == {"attempt": 1, "n": 7}
+
+
+def test_what_the_worker_cannot_run_or_report_fails_the_task_for_good(live, clients):
+    enqueued = in_project(live, 'print(json.dumps({"id": tasks.returns_a_set.enqueue().id}))')
+    not_a_task = clients["paul"].post(HOST, "djodd", {"task": "os.getcwd", "args": []})
+    missing = clients["paul"].post(HOST, "djodd", {"task": "no.such.module.f", "args": []})
+    work(live, "odd", 3)
+    read = result_of(live, enqueued["id"])
+    assert (read["status"], read["attempts"]) == ("FAILED", 1)
+    for task, says in ((not_a_task, "is not a @task function"), (missing, "no task")):
+        final = clients["olga"].get(HOST, "djodd", task["id"])
+        assert (final["status"], final["attempts"]) == ("failed", 1)
+        assert says in final["result"]["error"]
+    view = clients["olga"].get(HOST, "djodd", enqueued["id"].split(":")[1])
+    assert "returned a value that is not JSON" in view["result"]["error"]
+
+
+def test_get_result_of_an_unknown_or_malformed_id_says_it_does_not_exist(live):
+    answers = in_project(
+        live,
+        """
+        from taskhoster.django_tasks.compat import TaskResultDoesNotExist
+        said = []
+        for id in ("nonsense", "djdefault:0000000000000000:tests.django_tasks_project.tasks.add",
+                   "djdefault:0000000000000000:no.such.task"):
+            try:
+                tasks.add.get_backend().get_result(id)
+            except TaskResultDoesNotExist:
+                said.append("does not exist")
+        print(json.dumps(said))
+    """,
+    )
+    assert answers == ["does not exist"] * 3
+
+
+def test_the_worker_command_refuses_a_backend_that_is_not_taskhosters(live):
+    argv = [sys.executable, "-m", "django", "taskhoster_worker", "--backend", "nosuch"]
+    done = subprocess.run(argv, env=env(live), cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 1 and "no TASKS backend 'nosuch'" in done.stderr

@@ -205,3 +205,10 @@ def test_a_result_over_the_queues_cap_fails_the_task_instead_of_leaving_it_to_th
     sent = json.loads(body)
     assert (sent["retry"], sent["result"]["type"]) == (False, "ResultTooLarge")
     assert "The result is 900 bytes" in sent["result"]["error"]
+
+
+def test_a_pool_of_no_handlers_is_refused():
+    from taskhoster import run_worker
+
+    with pytest.raises(ValueError, match="concurrency must be at least 1"):
+        run_worker(Client("http://127.0.0.1:9"), "h.example", "q", "w", dict, concurrency=0)

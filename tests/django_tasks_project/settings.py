@@ -9,7 +9,7 @@ INSTALLED_APPS = ["django_tasks", "taskhoster.django_tasks"]
 TASKS = {
     "default": {
         "BACKEND": "taskhoster.django_tasks.TaskhosterBackend",
-        "QUEUES": ["default", "flaky", "fails", "prio", "later"],
+        "QUEUES": ["default", "flaky", "fails", "prio", "later", "odd"],
         "OPTIONS": {
             "URL": os.environ["TASKHOSTER_URL"],
             "TOKEN": os.environ["TASKHOSTER_TOKEN"],
@@ -21,6 +21,7 @@ TASKS = {
                 "fails": "djfail",
                 "prio": "djprio",
                 "later": "djlater",
+                "odd": "djodd",
             },
         },
     }

@@ -34,3 +34,13 @@ def record(path, name):
 @task(queue_name="later")
 def later():
     return "ran"
+
+
+@task(queue_name="odd")
+def returns_a_set():
+    return {1, 2}
+
+
+@task(queue_name="odd", takes_context=True)
+def which_attempt(context, n):
+    return {"attempt": context.attempt, "n": n}
