@@ -16,6 +16,8 @@ log = logging.getLogger("taskhoster.worker")
 
 CLAIM_WAIT_SECONDS = 20  # a waiting claim returns as soon as a task is posted
 ERROR_PAUSE_SECONDS = 1.0  # after a failed claim (server down), before the next one
+MAX_ERROR_PAUSE_SECONDS = 30.0  # the pause doubles while the server stays down, up to this
+REPORT_TRIES = 6  # a result or failure that met a transient error is sent again (replay-safe)
 # What a failure body keeps of a handler's exception: enough to find the bug, and far below
 # the smallest item cap an operator is likely to set (the server refuses a larger body).
 ERROR_CHARS = 1000
@@ -47,6 +49,9 @@ class Job:
     task: dict[str, Any]
     cancel_requested: threading.Event = field(default_factory=threading.Event)
     lease_lost: threading.Event = field(default_factory=threading.Event)
+    # Set when the worker is leaving without waiting: the outcome is not reported, the lease
+    # runs out and the sweep puts the task back.
+    abandoned: threading.Event = field(default_factory=threading.Event)
 
     @property
     def id(self) -> str:
@@ -102,33 +107,104 @@ def run_worker(
     wait: int = CLAIM_WAIT_SECONDS,
     stop_event: threading.Event | None = None,
     max_tasks: int | None = None,
+    concurrency: int = 1,
+    abandon_event: threading.Event | None = None,
 ) -> int:
-    """Claim and handle tasks until `stop_event` is set (or `max_tasks` are done).
+    """Claim and handle tasks until `stop_event` is set (or `max_tasks` are claimed).
 
-    The handler returns the result (a JSON object) or raises: `Retry` asks for a retry,
+    Up to `concurrency` handlers run at once, each in a thread of its own with its own
+    heartbeat; a claim asks for as many tasks as there are free slots (`max`), so a pool
+    takes several tasks per request. Once `stop_event` is set the loop claims no more and
+    waits for the running handlers to end; once `abandon_event` is set it stops waiting, and
+    their outcomes are not reported: their leases run out and the sweep puts them back.
+
+    The handler returns the result (a JSON value) or raises: `Retry` asks for a retry,
     `Fail` fails the task for good, `Cancelled` (or any exception once a cancel was requested)
     reports the task cancelled, and any other exception is retried after the queue's backoff
     while the task's attempt budget lasts, then fails it with the exception's text and the
-    last lines of its traceback. Returns the number of tasks handled.
+    last lines of its traceback. Returns the number of tasks handled (or left running, when
+    abandoned).
+
+    A claim refused for good (a wrong token, a queue that does not exist or is not yours:
+    401, 403, 404) raises `ApiError`, since no later claim can do better; connection errors,
+    429 and 5xx answers are retried with a growing pause.
     """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
     stop = stop_event or threading.Event()
-    handled, paused = 0, False
-    while not stop.is_set() and (max_tasks is None or handled < max_tasks):
-        try:
-            answer = client.claim_answer(host, queue, worker, wait=wait, lease=lease)
-        except (ApiError, OSError) as exc:
-            log.warning("claim on %s/%s failed: %s", host, queue, exc)
-            stop.wait(ERROR_PAUSE_SECONDS)
-            continue
-        if answer.paused != paused:  # said once when it changes, not on every claim
-            paused = answer.paused
-            log.info("queue %s/%s %s", host, queue,
-                     "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
-        if not answer.tasks:
-            continue  # nothing within `wait`
-        handle(Job(client, host, queue, worker, answer.tasks[0]), handler, lease=lease)
-        handled += 1
-    return handled
+    abandon = abandon_event or threading.Event()
+    pool = _Pool(concurrency)
+    claimed, paused, pause = 0, False, ERROR_PAUSE_SECONDS
+    try:
+        while not stop.is_set() and (max_tasks is None or claimed < max_tasks):
+            free = pool.wait_for_a_slot(stop)
+            if not free:
+                continue
+            want = free if max_tasks is None else min(free, max_tasks - claimed)
+            try:
+                answer = client.claim_answer(host, queue, worker, wait=wait, lease=lease,
+                                             max=want if want > 1 else None)  # fmt: skip
+            except (ApiError, OSError) as exc:
+                if isinstance(exc, ApiError) and not is_transient(exc):
+                    raise
+                log.warning("claim on %s/%s failed: %s; again in %.0f s", host, queue, exc, pause)
+                stop.wait(pause)
+                pause = min(pause * 2, MAX_ERROR_PAUSE_SECONDS)
+                continue
+            pause = ERROR_PAUSE_SECONDS
+            if answer.paused != paused:  # said once when it changes, not on every claim
+                paused = answer.paused
+                log.info("queue %s/%s %s", host, queue,
+                         "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
+            for task in answer.tasks:
+                job = Job(client, host, queue, worker, task, abandoned=abandon)
+                pool.start(lambda job=job: handle(job, handler, lease=lease))
+                claimed += 1
+    finally:
+        pool.wait_all(abandon)
+    return claimed
+
+
+def is_transient(exc: ApiError) -> bool:
+    """A refusal that a later request may not meet: the server busy, full or failing."""
+    return exc.status == 429 or exc.status >= 500
+
+
+class _Pool:
+    """The running handlers' threads, and a condition that says when one ended."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.running: set[threading.Thread] = set()
+        self.changed = threading.Condition()
+
+    def wait_for_a_slot(self, stop: threading.Event) -> int:
+        """Free slots, once there is one (0 when `stop` was set meanwhile)."""
+        with self.changed:
+            while len(self.running) >= self.size and not stop.is_set():
+                self.changed.wait(0.5)  # a stop is noticed within half a second
+            return 0 if stop.is_set() else self.size - len(self.running)
+
+    def start(self, work: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                work()
+            except Exception:  # a report that could not be sent: the lease brings it back
+                log.exception("a task's outcome could not be reported")
+            finally:
+                with self.changed:
+                    self.running.discard(thread)
+                    self.changed.notify_all()
+
+        thread = threading.Thread(target=run, daemon=True)
+        with self.changed:
+            self.running.add(thread)
+        thread.start()
+
+    def wait_all(self, abandon: threading.Event) -> None:
+        with self.changed:
+            while self.running and not abandon.is_set():
+                self.changed.wait(0.5)
 
 
 def handle(job: Job, handler: Handler, *, lease: int) -> None:
@@ -144,13 +220,22 @@ def handle(job: Job, handler: Handler, *, lease: int) -> None:
     if job.lease_lost.is_set():
         log.warning("task %s: lease lost, its outcome is dropped (another worker has it)", job.id)
         return
+    if job.abandoned.is_set():
+        log.warning("task %s: the worker is leaving; its lease will put it back", job.id)
+        return
     kind, body = outcome
     try:
         if kind == "result":
-            job.client.result(job.host, job.queue, job.id, job.worker, job.attempt, body)
+            _with_retries(lambda: job.client.result(job.host, job.queue, job.id, job.worker,
+                                                    job.attempt, body))  # fmt: skip
         else:
             _report_failure(job, kind, body)
     except ApiError as exc:
+        if exc.code == "payload_too_large" and kind == "result":
+            # Left unreported, the task would run again after its lease for the same outcome.
+            log.warning("task %s: its result is over the queue's cap; failing it", job.id)
+            _report_failure(job, "failed", {"error": exc.detail, "type": "ResultTooLarge"})
+            return
         if exc.code != "lease_lost":
             raise
         log.warning("task %s: lease lost before its %s was reported", job.id, kind)
@@ -158,8 +243,9 @@ def handle(job: Job, handler: Handler, *, lease: int) -> None:
 
 def _report_failure(job: Job, kind: str, body: dict[str, str]) -> None:
     def fail(result: dict[str, str] | None) -> None:
-        job.client.fail(job.host, job.queue, job.id, job.worker, job.attempt, result,
-                        retry=kind == "retry", cancelled=kind == "cancelled")  # fmt: skip
+        _with_retries(lambda: job.client.fail(job.host, job.queue, job.id, job.worker,
+                                              job.attempt, result, retry=kind == "retry",
+                                              cancelled=kind == "cancelled"))  # fmt: skip
 
     try:
         fail(body)
@@ -170,6 +256,23 @@ def _report_failure(job: Job, kind: str, body: dict[str, str]) -> None:
         log.warning("task %s: its failure body is over the queue's cap; reported without it",
                     job.id)  # fmt: skip
         fail(None)
+
+
+def _with_retries(report: Callable[[], Any]) -> None:
+    """Send a result or failure, again after a transient error: the server answers a repeated
+    report from the same attempt as a replay and changes nothing, so a report whose answer was
+    lost may safely be sent twice."""
+    for attempt in range(REPORT_TRIES):
+        try:
+            report()
+            return
+        except (ApiError, OSError) as exc:
+            if isinstance(exc, ApiError) and not is_transient(exc):
+                raise
+            if attempt + 1 >= REPORT_TRIES:
+                raise
+            log.warning("report failed: %s; again in %.1f s", exc, 0.5 * 2**attempt)
+            time.sleep(0.5 * 2**attempt)
 
 
 def _run(job: Job, handler: Handler) -> tuple[str, Any]:
@@ -203,13 +306,17 @@ def _handler_error(job: Job, exc: Exception) -> tuple[str, dict[str, str]]:
     return ("retry" if budget else "failed"), body
 
 
-def _error_body(exc: BaseException) -> dict[str, str]:
+def _error_body(exc: BaseException) -> dict[str, Any]:
     name = type(exc).__name__
     if isinstance(exc, Retry | Fail | Cancelled):
         text = str(exc) or name  # the handler's own words
     else:
         text = f"{name}: {exc}" if str(exc) else name
-    return {"error": _clip(text, ERROR_CHARS), "type": name}
+    body = {"error": _clip(text, ERROR_CHARS), "type": name}
+    # A handler's own exception may carry more to report (the command line: the exit code and
+    # the tail of standard error).
+    details = getattr(exc, "details", None)
+    return {**body, **details} if isinstance(details, dict) else body
 
 
 def _traceback_tail(exc: BaseException) -> str:

@@ -17,10 +17,18 @@ QUEUE, SHORT = "work", "short"  # SHORT: a 1 s lease, for the sweep's requeue
 # Each test that claims "the next task" has a queue of its own, so no other test's leftover
 # is what it claims; the value is the queue's lease in seconds.
 QUEUES = {QUEUE: 60, SHORT: 1, "wake": 60, "result": 60, "fail": 60, "retry": 60,
-          "beat": 1, "stale": 1, "flaky": 60, "nobudget": 60, "paused": 60}  # fmt: skip
+          "beat": 1, "stale": 1, "flaky": 60, "nobudget": 60, "paused": 60, "pool": 60,
+          "poolstop": 60, "cli": 60, "cliwork": 60, "clifail": 60, "clikill": 60,
+          "clicancel": 3, "clistop": 60, "cliabandon": 2, "cliwatch": 60,
+          "cliwait": 60, "djdefault": 60, "djflaky": 60, "djfail": 60, "djprio": 60,
+          "djlater": 60, "djodd": 60}  # fmt: skip
 # Settings beyond the lease (every queue has a budget of 8 unless it says otherwise here).
 SETTINGS = {"flaky": {"max_attempts": 3, "backoff_seconds": 0},
-            "nobudget": {"max_attempts": 0}, "paused": {"paused": True}}  # fmt: skip
+            "nobudget": {"max_attempts": 0}, "paused": {"paused": True},
+            "clifail": {"max_attempts": 2, "backoff_seconds": 0},
+            "clikill": {"max_attempts": 1},
+            "djflaky": {"max_attempts": 3, "backoff_seconds": 0},
+            "djfail": {"max_attempts": 2, "backoff_seconds": 0}}  # fmt: skip
 THREADS = 6  # few, so that a stream that kept its thread after its client left would show
 MAX_STREAMS = 3  # of them, at most this many hold event streams
 

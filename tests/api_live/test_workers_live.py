@@ -143,3 +143,64 @@ def test_a_claim_on_a_paused_queue_says_so(live, clients):
     assert (answer.tasks, answer.paused) == ([], True)
     stats = clients["wendy"].stats(HOST, "paused")
     assert (stats["paused"], stats["pending"]) == (True, 1)
+
+
+POOL = 4
+
+
+def test_a_pool_runs_n_handlers_at_once_and_claims_several_per_request(live, clients):
+    # Each handler waits until all POOL of them are running: one at a time would break the
+    # barrier (its timeout), and the task would end failed instead of finished.
+    barrier = threading.Barrier(POOL, timeout=20)
+    claims: list[int] = []
+
+    class Counting(type(clients["wendy"])):
+        def claim_answer(self, *args, **kwargs):
+            answer = super().claim_answer(*args, **kwargs)
+            claims.append(len(answer.tasks))
+            return answer
+
+    def together(job):
+        barrier.wait()
+        return {"n": job.item["n"]}
+
+    posted = [clients["paul"].post(HOST, "pool", {"n": n})["id"] for n in range(POOL)]
+    counting = Counting(live.url, live.tokens["wendy"], timeout=15)
+    stop = threading.Event()
+    guard = threading.Timer(60, stop.set)
+    guard.start()
+    try:
+        handled = run_worker(counting, HOST, "pool", "pool", together, wait=5, max_tasks=POOL,
+                             concurrency=POOL, stop_event=stop)  # fmt: skip
+    finally:
+        guard.cancel()
+    assert handled == POOL
+    finals = [clients["olga"].get(HOST, "pool", id) for id in posted]
+    assert [f["status"] for f in finals] == ["finished"] * POOL
+    assert sorted(f["result"]["n"] for f in finals) == list(range(POOL))
+    assert max(claims) > 1  # one request took several tasks
+
+
+def test_a_stopped_pool_claims_no_more_and_lets_its_handlers_finish(live, clients):
+    started = threading.Barrier(3, timeout=20)  # two handlers and this test
+    release = threading.Event()
+    stop = threading.Event()
+
+    def slow(job):
+        started.wait()
+        release.wait(20)
+        return {"n": job.item["n"]}
+
+    posted = [clients["paul"].post(HOST, "poolstop", {"n": n})["id"] for n in range(3)]
+    done: list[int] = []
+    loop = threading.Thread(target=lambda: done.append(run_worker(
+        clients["wendy"], HOST, "poolstop", "pool", slow, wait=1, concurrency=2,
+        stop_event=stop)))  # fmt: skip
+    loop.start()
+    started.wait()  # two handlers run; the third task waits for a slot
+    stop.set()
+    release.set()
+    loop.join(30)
+    assert done == [2]
+    statuses = sorted(clients["olga"].get(HOST, "poolstop", id)["status"] for id in posted)
+    assert statuses == ["finished", "finished", "pending"]

@@ -162,3 +162,53 @@ def test_claim_answer_tells_a_paused_queue_from_an_empty_one(stub):
     assert client.claim_answer("h.example", "q", "w").paused is True
     assert client.claim_answer("h.example", "q", "w").paused is False
     assert client.claim_answer("h.example", "q", "w").tasks == [{"id": "t"}]
+
+
+def test_a_claim_refused_for_good_ends_the_worker_loop(stub):
+    from taskhoster import run_worker
+
+    handler, url = stub
+    handler.answers = [(404, {"code": "not_found", "detail": "No such queue."})] * 50
+    stop = threading.Event()
+    guard = threading.Timer(10, stop.set)  # a loop that retried it would end here, not hang
+    guard.start()
+    with pytest.raises(ApiError) as refused:
+        run_worker(Client(url), "h.example", "q", "w", dict, wait=0, stop_event=stop)
+    guard.cancel()
+    assert refused.value.code == "not_found"
+
+
+def test_a_result_that_met_a_server_error_is_sent_again(stub):
+    from taskhoster import run_worker
+
+    handler, url = stub
+    task = {"id": "t1", "attempts": 1, "item": {}}
+    handler.answers = [(200, task), (503, {"code": "storage_unavailable", "detail": "Disk."}),
+                       (200, {"id": "t1", "status": "finished"})]  # fmt: skip
+    assert run_worker(Client(url), "h.example", "q", "w", lambda job: {"ok": 1}, wait=0,
+                      max_tasks=1) == 1  # fmt: skip
+    reports = [path for _, path, _, _ in handler.seen if path.endswith("/result")]
+    assert len(reports) == 2
+
+
+def test_a_result_over_the_queues_cap_fails_the_task_instead_of_leaving_it_to_the_lease(stub):
+    from taskhoster import run_worker
+
+    handler, url = stub
+    task = {"id": "a" * 16, "attempts": 1, "maxAttempts": 3, "item": {}}
+    too_large = {"code": "payload_too_large", "detail": "The result is 900 bytes; the cap is 64."}
+    handler.answers = [(200, task), (413, too_large), (200, {"id": task["id"]})]
+    assert run_worker(Client(url), "h.example", "q", "w", lambda job: {"big": "x" * 900},
+                      max_tasks=1) == 1  # fmt: skip
+    _, path, _, body = handler.seen[2]
+    assert path.endswith("/fail")
+    sent = json.loads(body)
+    assert (sent["retry"], sent["result"]["type"]) == (False, "ResultTooLarge")
+    assert "The result is 900 bytes" in sent["result"]["error"]
+
+
+def test_a_pool_of_no_handlers_is_refused():
+    from taskhoster import run_worker
+
+    with pytest.raises(ValueError, match="concurrency must be at least 1"):
+        run_worker(Client("http://127.0.0.1:9"), "h.example", "q", "w", dict, concurrency=0)

@@ -1,0 +1,495 @@
+"""The `taskhoster` command line: post, read, cancel, retry, list, work and watch over HTTP.
+
+Standard library only. Exit statuses (docs/cli.md):
+0 done, 1 the task failed or was cancelled, 2 usage, 3 the server cannot be reached (or the URL
+is wrong), 4 authentication or permission refused, 5 not found (host, queue or task),
+6 input refused (by this command or the server), 7 the server failed or stayed busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TypeVar
+
+from .client import ApiError, Client
+from .worker import Cancelled, Fail, Job, Retry, is_transient, run_worker
+
+OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
+TERMINAL = ("finished", "failed", "cancelled")
+TRANSIENT_TRIES = 5  # a producer call that met 429/5xx or a refused connection
+STDERR_TAIL_CHARS = 2000  # what a failed command's report keeps of its standard error
+WAIT_STEP_SECONDS = 30  # one waiting read of --wait
+
+T = TypeVar("T")
+
+
+class CliError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status, self.message = status, message
+        super().__init__(message)
+
+
+# -- arguments ----------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        default=os.environ.get("TASKHOSTER_URL"),
+        help="the server, e.g. https://tasks.example.com (default $TASKHOSTER_URL)",
+    )
+    common.add_argument(
+        "--token",
+        default=os.environ.get("TASKHOSTER_TOKEN"),
+        help="an API token (default $TASKHOSTER_TOKEN)",
+    )
+    top = argparse.ArgumentParser(
+        prog="taskhoster",
+        description="Put tasks in a taskhoster queue, work them off, and follow them.",
+        epilog="Exit statuses: 0 ok, 1 task failed or cancelled, 2 usage, 3 server unreachable "
+        "or wrong URL, 4 token refused, 5 not found, 6 input refused, 7 server error.",
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, parents=[common], help=text, description=text)
+        sub.add_argument("target", metavar="HOST/QUEUE", help="the queue, e.g. ex.com/resize")
+        return sub
+
+    post = command("post", "Post a task (its item is a JSON object) and print its id.")
+    post.add_argument(
+        "item",
+        nargs="?",
+        metavar="ITEM_JSON",
+        help="the item; '-' or nothing reads it from standard input",
+    )
+    post.add_argument(
+        "--from-file",
+        metavar="FILE",
+        help="post one task per line of this JSON-lines file ('-': stdin)",
+    )
+    post.add_argument("--delay", type=int, help="seconds before it may be claimed")
+    post.add_argument("--priority", type=int, help="-100 to 100, higher claimed first")
+    post.add_argument(
+        "--key",
+        help="an idempotency key: posting it again returns the same task "
+        "(with --from-file, KEY-LINE for each line)",
+    )
+    post.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the task to end and print its result (exit 1 if it failed)",
+    )
+    for name, text in (
+        ("status", "Print a task's status view as JSON."),
+        ("cancel", "Cancel a task (a running one when its worker stops)."),
+        ("retry", "Put a failed or cancelled task back to pending."),
+    ):
+        command(name, text).add_argument("id", metavar="ID", help="the task's id")
+    listing = command("list", "List tasks, newest first, one JSON line each.")
+    listing.add_argument("--status", choices=("pending", "processing", *TERMINAL))
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    work = command(
+        "work",
+        "Run COMMAND once per task: the item on its standard input, its "
+        "standard output the result.",
+    )
+    work.add_argument("--concurrency", type=int, default=1, help="commands at once (default 1)")
+    work.add_argument(
+        "--worker",
+        default=f"{socket.gethostname()}-{os.getpid()}",
+        help="this worker's name (default HOSTNAME-PID)",
+    )
+    work.add_argument("--lease", type=int, default=60, help="seconds a claim holds a task")
+    work.add_argument(
+        "--grace",
+        type=float,
+        default=10,
+        help="seconds between SIGTERM and SIGKILL for a cancelled command",
+    )
+    work.add_argument("--claim-wait", type=int, default=5, help=argparse.SUPPRESS)
+    work.usage = "taskhoster work HOST/QUEUE [options] -- COMMAND ARGS..."
+    watch = command("watch", "Print the queue's live events, one line each (Ctrl-C ends).")
+    watch.add_argument("--task", metavar="ID", help="only this task's events")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    # Everything after "--" is the command `work` runs, options and all.
+    split = words.index("--") if "--" in words else len(words)
+    args = parser().parse_args(words[:split])
+    args.argv = words[split + 1 :]
+    try:
+        if not args.url:
+            raise CliError(USAGE, "no server: set TASKHOSTER_URL or pass --url")
+        host, _, queue = args.target.partition("/")
+        if not host or not queue or "/" in queue:
+            raise CliError(USAGE, f"HOST/QUEUE expected, e.g. ex.com/resize (got {args.target!r})")
+        try:
+            client = Client(args.url, args.token, timeout=30)
+        except ValueError as exc:
+            raise CliError(UNREACHABLE, str(exc)) from None
+        return int(COMMANDS[args.command](client, host, queue, args))
+    except CliError as exc:
+        print(f"taskhoster: {exc.message}", file=sys.stderr)
+        return exc.status
+    except ApiError as exc:
+        print(f"taskhoster: {exc.detail} ({exc.status} {exc.code})", file=sys.stderr)
+        return exit_status(exc)
+    except (OSError, http.client.HTTPException) as exc:
+        print(f"taskhoster: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return UNREACHABLE
+    except KeyboardInterrupt:
+        return 130
+
+
+def exit_status(exc: ApiError) -> int:
+    if exc.status in (401, 403):
+        return AUTH
+    if exc.status == 404:
+        return NOT_FOUND
+    if is_transient(exc):
+        return SERVER
+    return REFUSED
+
+
+def with_backoff(call: Callable[[], T]) -> T:
+    """A producer's call, again after a refusal that said nothing was done (429, 5xx) or a
+    connection that was refused (nothing was sent)."""
+    for attempt in range(TRANSIENT_TRIES):
+        try:
+            return call()
+        except (ApiError, ConnectionRefusedError) as exc:
+            if isinstance(exc, ApiError) and not is_transient(exc):
+                raise
+            if attempt + 1 >= TRANSIENT_TRIES:
+                raise
+            after = exc.headers.get("retry-after") if isinstance(exc, ApiError) else None
+            time.sleep(min(float(after), 30) if after else 0.5 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False))
+
+
+# -- producers -----------------------------------------------------------------------------------
+
+
+def parse_item(text: str, where: str) -> dict[str, Any]:
+    try:
+        item = json.loads(text)
+    except ValueError as exc:
+        raise CliError(REFUSED, f"{where} is not JSON: {exc}") from None
+    if not isinstance(item, dict):
+        raise CliError(REFUSED, f"{where} must be a JSON object (got {type(item).__name__})")
+    return item
+
+
+def items(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str | None]]:
+    if args.from_file:
+        if args.item is not None:
+            raise CliError(USAGE, "give ITEM_JSON or --from-file, not both")
+        stream = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
+        with stream:
+            for number, line in enumerate(stream, 1):
+                if line.strip():
+                    key = f"{args.key}-{number}" if args.key else None
+                    yield parse_item(line, f"{args.from_file} line {number}"), key
+        return
+    text = sys.stdin.read() if args.item in (None, "-") else args.item
+    yield parse_item(text, "the item"), args.key
+
+
+def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    posted = []
+    for item, key in items(args):
+        task = with_backoff(
+            lambda item=item, key=key: client.post(
+                host, queue, item, delay=args.delay, priority=args.priority, idempotency_key=key
+            )
+        )
+        posted.append(task)
+        if not args.wait:
+            print(task["id"], flush=True)
+    if not args.wait:
+        return OK
+    status = OK
+    for task in posted:
+        final = wait_for_end(client, host, queue, task)
+        print_json(final.get("result"))
+        if final["status"] != "finished":
+            print(
+                f"taskhoster: task {task['id']} {final['status']}"
+                + (f" ({final['error']})" if final.get("error") else ""),
+                file=sys.stderr,
+            )
+            status = TASK_FAILED
+    return status
+
+
+def wait_for_end(client: Client, host: str, queue: str, task: dict[str, Any]) -> dict[str, Any]:
+    while task["status"] not in TERMINAL:
+        task = with_backoff(
+            lambda task=task: client.get(
+                host, queue, task["id"], wait=WAIT_STEP_SECONDS, since=task["updatedAt"]
+            )
+        )
+    return task
+
+
+def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    print_json(with_backoff(lambda: client.get(host, queue, args.id)))
+    return OK
+
+
+def cancel(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    print_json(with_backoff(lambda: client.cancel(host, queue, args.id)))
+    return OK
+
+
+def retry(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    print_json(with_backoff(lambda: client.retry(host, queue, args.id)))
+    return OK
+
+
+def list_tasks(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError(USAGE, f"--limit must be at least 1 (got {args.limit})")
+    shown = 0
+    while shown < args.limit:
+        page = with_backoff(
+            lambda shown=shown: client.list(
+                host, queue, status=args.status, offset=shown, limit=min(args.limit - shown, 200)
+            )
+        )
+        for task in page["results"]:
+            print_json(task)
+        shown += len(page["results"])
+        if not page.get("next") or not page["results"]:
+            break
+    return OK
+
+
+# -- workers -------------------------------------------------------------------------------------
+
+
+class CommandFailed(Exception):
+    """A command that exited non-zero or was killed: its failure body says how."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class CommandRetry(CommandFailed, Retry):
+    pass
+
+
+class CommandFail(CommandFailed, Fail):
+    pass
+
+
+class CommandRunner:
+    """Runs the command for one job; ends it (SIGTERM, then SIGKILL after `grace`) when the
+    task's cancel is requested, its lease is lost, or the worker leaves without waiting."""
+
+    def __init__(self, argv: list[str], grace: float) -> None:
+        self.argv, self.grace = argv, grace
+
+    def __call__(self, job: Job) -> Any:
+        # The command is the operator's own argv, run without a shell.
+        proc = subprocess.Popen(  # noqa: S603
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        outputs: list[tuple[bytes, bytes]] = []
+        feed = json.dumps(job.item).encode()
+        talk = threading.Thread(target=lambda: outputs.append(proc.communicate(feed)), daemon=True)
+        talk.start()
+        ended_by = None
+        while talk.is_alive():
+            talk.join(0.2)
+            if ended_by is None and talk.is_alive():
+                ended_by = self._reason_to_end(job)
+                if ended_by is not None:
+                    threading.Thread(target=self._end, args=(proc,), daemon=True).start()
+        out, err = outputs[0] if outputs else (b"", b"")
+        if ended_by == "cancel":
+            raise Cancelled("cancelled: the command was terminated")
+        if proc.returncode == 0 and ended_by is None:
+            return command_result(out)
+        raise self._failure(job, proc.returncode, err)
+
+    @staticmethod
+    def _reason_to_end(job: Job) -> str | None:
+        if job.cancel_requested.is_set():
+            return "cancel"
+        if job.lease_lost.is_set() or job.abandoned.is_set():
+            return "leaving"
+        return None
+
+    def _end(self, proc: subprocess.Popen[bytes]) -> None:
+        proc.terminate()
+        try:
+            proc.wait(self.grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    @staticmethod
+    def _failure(job: Job, code: int, err: bytes) -> CommandFailed:
+        tail = err.decode(errors="replace")[-STDERR_TAIL_CHARS:]
+        how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        details = {"exitCode": code, "stderr": tail}
+        last = tail.strip().splitlines()[-1] if tail.strip() else ""
+        message = f"the command {how}" + (f": {last}" if last else "")
+        # Retried while the task's attempt budget lasts, as a handler's exception is.
+        return (CommandRetry if job.max_attempts else CommandFail)(message, details)
+
+
+def command_result(out: bytes) -> Any:
+    """Standard output as the result: JSON when it parses, else the text as a string."""
+    text = out.decode(errors="replace")
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text.rstrip("\n")
+
+
+def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    argv = args.argv
+    if not argv:
+        raise CliError(USAGE, "work needs a command: taskhoster work HOST/QUEUE -- COMMAND ARGS...")
+    if shutil.which(argv[0]) is None:
+        raise CliError(USAGE, f"no such command: {argv[0]}")
+    if args.concurrency < 1:
+        raise CliError(USAGE, f"--concurrency must be at least 1 (got {args.concurrency})")
+    logging.basicConfig(level=logging.INFO, format="taskhoster: %(message)s")
+    stop, abandon = threading.Event(), threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            logging.info(
+                "second signal: ending the running commands; their leases bring the tasks back"
+            )
+            abandon.set()
+        else:
+            logging.info("stopping: no more claims; waiting for the running commands")
+            stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    runner = CommandRunner(argv, args.grace)
+    run_worker(
+        client,
+        host,
+        queue,
+        args.worker,
+        runner,
+        lease=args.lease,
+        wait=args.claim_wait,
+        stop_event=stop,
+        abandon_event=abandon,
+        concurrency=args.concurrency,
+    )
+    if abandon.is_set():
+        time.sleep(min(args.grace, 5) + 0.5)  # the commands' SIGTERM (and SIGKILL) go out
+    return OK
+
+
+# -- monitors ------------------------------------------------------------------------------------
+
+
+def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
+    """One line per event; reconnects after a dropped stream from where it was."""
+    path = f"{client.prefix}/queues/{host}/{queue}/events"
+    if args.task:
+        path += f"?task={args.task}"
+    last_id: str | None = None
+    while True:
+        try:
+            last_id = follow(client, path, last_id)
+        except (OSError, http.client.HTTPException) as exc:
+            if last_id is None:
+                raise
+            print(f"taskhoster: stream broke ({exc}); reconnecting", file=sys.stderr)
+        time.sleep(1)
+
+
+def follow(client: Client, path: str, last_id: str | None) -> str | None:
+    cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
+    conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
+    headers = {"Accept": "text/event-stream"}
+    if client.token:
+        headers["Authorization"] = f"Bearer {client.token}"
+    if last_id:
+        headers["Last-Event-ID"] = last_id
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    if response.status >= 400:
+        body = response.read()
+        info = json.loads(body) if body.startswith(b"{") else {}
+        raise ApiError(
+            response.status,
+            info.get("code", "http_error"),
+            info.get("detail", body[:200].decode(errors="replace")),
+        )
+    message: dict[str, str] = {}
+    while True:
+        raw = response.readline()
+        if not raw:
+            return last_id
+        line = raw.decode(errors="replace").rstrip("\r\n")
+        if line == "":
+            if "data" in message and "event" in message:
+                last_id = message.get("id", last_id)
+                print(event_line(message["event"], json.loads(message["data"])), flush=True)
+            message = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            message[name] = value.removeprefix(" ")
+
+
+def event_line(event: str, data: dict[str, Any]) -> str:
+    parts = [str(data.get("at", "")), event, str(data.get("id", "")), str(data.get("status", ""))]
+    for name in ("attempts", "worker", "error"):
+        if data.get(name) not in (None, ""):
+            parts.append(f"{name}={data[name]}")
+    return " ".join(parts)
+
+
+COMMANDS: dict[str, Callable[[Client, str, str, argparse.Namespace], int]] = {
+    "post": post,
+    "status": status,
+    "cancel": cancel,
+    "retry": retry,
+    "list": list_tasks,
+    "work": work,
+    "watch": watch,
+}
+
+
+def run() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

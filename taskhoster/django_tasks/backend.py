@@ -1,0 +1,133 @@
+"""TaskhosterBackend: `enqueue` posts to a taskhoster queue, `get_result` reads its status view."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from ..client import ApiError, Client
+from .compat import (
+    BaseTaskBackend,
+    InvalidTaskError,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+)
+
+# taskhoster's status -> Django's (a cancelled task did not run to its end: FAILED).
+STATUSES = {
+    "pending": TaskResultStatus.READY,
+    "processing": TaskResultStatus.RUNNING,
+    "finished": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+# A result's id is QUEUE:TASK_ID:FUNCTION_PATH: the status view carries neither the queue nor
+# the item, and get_result must know where to look and which function the task runs.
+ID_SEPARATOR = ":"
+
+
+class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
+    supports_defer = True  # run_after: a delay
+    supports_priority = True  # the same -100..100 range as taskhoster's
+    supports_get_result = True  # from any process: the server keeps the status
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        options = self.options
+        missing = [name for name in ("URL", "HOST") if not options.get(name)]
+        if missing:
+            raise InvalidTaskError(f"TASKS[{alias!r}]['OPTIONS'] needs {', '.join(missing)}")
+        self.host: str = options["HOST"]
+        self.queue_names: dict[str, str] = dict(options.get("QUEUE_NAMES", {}))
+        timeout = float(options.get("TIMEOUT", 30))
+        self.client = Client(options["URL"], options.get("TOKEN"), timeout=timeout)
+        worker_token = options.get("WORKER_TOKEN", options.get("TOKEN"))
+        self.worker_client = Client(options["URL"], worker_token, timeout=timeout)
+
+    def queue_for(self, queue_name: str) -> str:
+        """The taskhoster queue a Django queue name posts to (the same name unless mapped)."""
+        return self.queue_names.get(queue_name, queue_name)
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        self.validate_task(task)
+        item = {"task": task.module_path, "args": list(args), "kwargs": dict(kwargs)}
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidTaskError(
+                f"{task.module_path}: arguments must be JSON values (str, int, float, bool, "
+                f"None, lists and dicts with str keys), to travel to the worker: {exc}"
+            ) from None
+        delay = None
+        if task.run_after is not None:
+            delay = max(math.ceil((task.run_after - timezone.now()).total_seconds()), 0)
+        queue = self.queue_for(task.queue_name)
+        view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority)
+        result_id = ID_SEPARATOR.join((queue, view["id"], task.module_path))
+        return self._result(task, result_id, view, item)
+
+    def get_result(self, result_id: str) -> TaskResult:
+        parts = result_id.split(ID_SEPARATOR, 2)
+        if len(parts) != 3 or not all(parts):
+            raise TaskResultDoesNotExist(result_id)
+        queue, id, path = parts
+        try:
+            view = self.client.get(self.host, queue, id)
+            task = import_string(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise TaskResultDoesNotExist(result_id) from None
+            raise
+        except ImportError:
+            raise TaskResultDoesNotExist(f"{result_id}: no task {path} here") from None
+        # The status view does not carry the item: the arguments come back with the worker's
+        # report (empty before it).
+        body = view.get("result")
+        item = body if isinstance(body, dict) else {}
+        return self._result(task, result_id, view, item)
+
+    def _result(
+        self, task: Task, result_id: str, view: dict[str, Any], item: dict[str, Any]
+    ) -> TaskResult:
+        status = STATUSES[view["status"]]
+        body = view.get("result") if isinstance(view.get("result"), dict) else {}
+        errors = []
+        for failure in (view.get("lastError"), body if status == TaskResultStatus.FAILED else None):
+            if isinstance(failure, dict) and failure.get("exceptionClassPath"):
+                errors.append(
+                    TaskError(
+                        exception_class_path=failure["exceptionClassPath"],
+                        traceback=str(failure.get("traceback", "")),
+                    )
+                )
+        lease = view.get("lease")
+        worker = lease.get("worker") if isinstance(lease, dict) else None
+        result = TaskResult(
+            task=task,
+            id=result_id,
+            status=status,
+            enqueued_at=_time(view.get("postedAt")),
+            started_at=None,
+            finished_at=_time(view.get("finishedAt")),
+            last_attempted_at=_time(view.get("updatedAt")) if view.get("attempts") else None,
+            args=item.get("args", []),
+            kwargs=item.get("kwargs", {}),
+            backend=self.alias,
+            errors=errors,
+            worker_ids=[worker or "taskhoster"] * int(view.get("attempts") or 0),
+        )
+        if status == TaskResultStatus.SUCCESSFUL:
+            object.__setattr__(result, "_return_value", body.get("returnValue"))
+        return result
+
+
+def _time(ms: Any) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC) if isinstance(ms, int | float) else None
