@@ -154,7 +154,9 @@ def _db_time() -> Callable[[dt.datetime], object]:
     Django stores an aware datetime there as the text of its naive UTC value (the connection's
     time zone is UTC), and its general converter was a quarter of a backfill's time."""
     if connection.vendor == "sqlite" and connection.timezone_name == "UTC":
-        return lambda at: str(at.replace(tzinfo=None))
+        # A parsed line's time is always UTC, so its ISO text ends in "+00:00": cut, it is the
+        # naive value's text, without building a second datetime (half the cost).
+        return lambda at: at.isoformat(" ")[:-6]
     return connection.ops.adapt_datetimefield_value
 
 
