@@ -49,8 +49,25 @@ format: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
+# Every bench script, each output saved to var/bench-out/, then bench/RESULTS.md written from
+# them. QUICK=1: the store, ingestion and peers scripts in their short modes (under 3 minutes).
+BENCH_DB ?= taskhoster_bench
+BENCH_OUT := var/bench-out
 bench: $(VENV)/.installed
-	@for script in bench/*_bench.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@rm -rf $(BENCH_OUT); mkdir -p $(BENCH_OUT); started=$$(date +%s); \
+	for script in bench/*_bench.py; do \
+		name=$$(basename $$script .py); args=""; \
+		case $$name in logs_bench) args="--bench-db $(BENCH_DB)";; \
+			peers_bench) args="--json $(BENCH_OUT)/peers.json";; esac; \
+		if [ -n "$(QUICK)" ]; then case $$name in \
+			store_bench|peers_bench) args="$$args --quick";; \
+			logs_bench) args="$$args --lines 100000 --skip-pages";; \
+			*) echo "== $$script: left out of the quick run"; continue;; esac; fi; \
+		echo "== $$script $$args"; \
+		$(PY) $$script $$args > $(BENCH_OUT)/$$name.txt 2>&1; status=$$?; \
+		cat $(BENCH_OUT)/$$name.txt; [ $$status = 0 ] || exit $$status; \
+	done; \
+	$(PY) bench/results.py $(BENCH_OUT) $(if $(QUICK),--quick) --seconds $$(( $$(date +%s) - started ))
 
 # Coverage-guided fuzzing of the JSON body parser and the name/path rules (5 minutes each).
 fuzz: $(VENV)/.installed

@@ -1,12 +1,14 @@
 """Task Logs benchmark: ingestion rate on SQLite, and list pages over 10 million events.
 
     .venv/bin/python bench/logs_bench.py [--lines 1000000] [--events 10000000] [--skip-postgres]
+        [--skip-pages] [--bench-db taskhoster_bench]
 
 1. Ingestion: writes a backfill of --lines event lines (three day-files) to a temp directory and
-   ingests it into a throw-away SQLite database, beside two baselines on the same lines in the
-   same run: reading and `orjson.loads` alone (the ceiling of any Python ingester), and
-   reading and `parse_line` (our validation, no database).
-2. Pages: creates the PostgreSQL database `taskhoster_bench` (dropped afterwards), fills it with
+   ingests it into a throw-away SQLite database, and then into the PostgreSQL database
+   --bench-db (created and dropped), beside two baselines on the same lines in the same run:
+   reading and `orjson.loads` alone (the ceiling of any Python ingester), and reading and
+   `parse_line` (our validation, no database).
+2. Pages: creates the PostgreSQL database --bench-db (dropped afterwards), fills it with
    --events rows by one server-side INSERT ... SELECT generate_series, and times the event
    list's first page and a page 5 million rows deep through the Django test client, as staff
    and as the operator of one queue, with and without a filter; plus a task's timeline.
@@ -43,6 +45,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres",
                         help="a server where CREATE DATABASE is allowed")  # fmt: skip
     parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-pages", action="store_true", help="ingestion only")
+    parser.add_argument("--bench-db", default=BENCH_DB, help="the throw-away database's name")
     parser.add_argument("--phase", choices=("ingest", "pages"), help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -100,7 +104,7 @@ def phase_ingest(folder: Path, lines: int) -> dict[str, float]:
     from tasklogs.parsing import parse_line
 
     source = folder / "tasks"
-    source.mkdir()
+    source.mkdir(parents=True)
     size = write_backfill(source, lines)
     files = sorted(source.iterdir())
 
@@ -213,7 +217,10 @@ def postgres_url(base: str, name: str) -> str:
     return base.rsplit("/", 1)[0] + "/" + name
 
 
-def run_postgres(args: argparse.Namespace, env: dict[str, str]) -> dict[str, float] | None:
+def run_postgres(
+    args: argparse.Namespace, env: dict[str, str], phase: str, *phase_args: str
+) -> dict[str, float] | None:
+    """`phase` in a child on a fresh PostgreSQL database --bench-db, dropped afterwards."""
     import psycopg
 
     try:
@@ -221,15 +228,28 @@ def run_postgres(args: argparse.Namespace, env: dict[str, str]) -> dict[str, flo
     except psycopg.OperationalError as exc:
         print(f"skipping the PostgreSQL part: {str(exc).strip().splitlines()[0]}")
         return None
+    db = args.bench_db
     with admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        admin.execute(f"CREATE DATABASE {BENCH_DB}")
+        admin.execute(f"DROP DATABASE IF EXISTS {db}")
+        admin.execute(f"CREATE DATABASE {db}")
         try:
-            url = postgres_url(args.postgres, BENCH_DB)
-            return child("pages", {**env, "DATABASE_URL": url}, "--events", str(args.events),
-                         "--repeat", str(args.repeat))  # fmt: skip
+            return child(phase, {**env, "DATABASE_URL": postgres_url(args.postgres, db)},
+                         *phase_args)  # fmt: skip
         finally:
-            admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def print_ingest(title: str, ingest: dict[str, float]) -> None:
+    print(f"\n{title} (load average {ingest['load']:.1f} on {os.cpu_count()} CPUs)")
+    print(f"{'':44}{'lines/s':>12}{'per CPU-s':>12}")
+    for label, key in (("baseline: read + orjson.loads", "loads"),
+                       ("baseline: read + parse_line (no database)", "parse"),
+                       ("ingest_tasklogs (parse + insert + cursor)", "ingest")):  # fmt: skip
+        wall, cpu = ingest[key]
+        print(f"{label:44}{wall:>12,.0f}{cpu:>12,.0f}")
+    verdict = "ok" if ingest["ingest"][0] >= 50_000 else "MISSED"
+    print(f"{'':44}target >= 50,000 lines/s: {verdict}")
+    print(f"{'a run with nothing new':44}{ingest['idle_ms']:>9.1f} ms")
 
 
 def main() -> None:
@@ -252,19 +272,18 @@ def main() -> None:
             "TASKHOSTER_ITEMS_DIR": f"{tmp}/items",
         }
         ingest = child("ingest", {**env, "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3"},
-                       "--dir", tmp, "--lines", str(args.lines))  # fmt: skip
-        pages = None if args.skip_postgres else run_postgres(args, env)
-    print(f"\ningestion of {args.lines:,} lines ({ingest['mb']:.0f} MB, 3 day-files), SQLite "
-          f"(load average {ingest['load']:.1f} on {os.cpu_count()} CPUs)")  # fmt: skip
-    print(f"{'':44}{'lines/s':>12}{'per CPU-s':>12}")
-    for label, key in (("baseline: read + orjson.loads", "loads"),
-                       ("baseline: read + parse_line (no database)", "parse"),
-                       ("ingest_tasklogs (parse + insert + cursor)", "ingest")):  # fmt: skip
-        wall, cpu = ingest[key]
-        print(f"{label:44}{wall:>12,.0f}{cpu:>12,.0f}")
-    verdict = "ok" if ingest["ingest"][0] >= 50_000 else "MISSED"
-    print(f"{'':44}target >= 50,000 lines/s: {verdict}")
-    print(f"{'a run with nothing new':44}{ingest['idle_ms']:>9.1f} ms")
+                       "--dir", f"{tmp}/sqlite", "--lines", str(args.lines))  # fmt: skip
+        pg_ingest = pages = None
+        if not args.skip_postgres:
+            pg_ingest = run_postgres(args, env, "ingest", "--dir", f"{tmp}/postgres",
+                                     "--lines", str(args.lines))  # fmt: skip
+        if not (args.skip_postgres or args.skip_pages):
+            pages = run_postgres(args, env, "pages", "--events", str(args.events),
+                                 "--repeat", str(args.repeat))  # fmt: skip
+    size = f"{args.lines:,} lines ({ingest['mb']:.0f} MB, 3 day-files)"
+    print_ingest(f"ingestion of {size}, SQLite", ingest)
+    if pg_ingest:
+        print_ingest(f"ingestion of {size}, PostgreSQL", pg_ingest)
     if pages:
         filled = pages.pop("fill_s")
         print(f"\nthe event list over {args.events:,} events, PostgreSQL "

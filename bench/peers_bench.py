@@ -1,0 +1,210 @@
+"""Peers benchmark: the taskhoster store beside the queues a user would pick instead, on the
+same work: N no-op tasks posted, then drained by 1 and 2 consumer processes that acknowledge
+each. Medians of --runs runs, with min and max.
+
+    .venv/bin/python bench/peers_bench.py [--quick] [--tasks 10000] [--runs 3] [--json FILE]
+
+The peers (huey, persist-queue, RQ with redis-py) are installed into a throw-away environment,
+var/bench-peers-venv, made on the first run with `python -m venv` and pip; the project does
+not depend on them. Each peer's run is bench/peers/drain.py under that interpreter; the store's
+runs are in this process's interpreter, with the lifecycle pieces of bench/store_bench.py.
+--quick: 1,000 tasks and 1 run, for `make bench QUICK=1`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from results import PEERS, peers_table  # noqa: E402
+from store_bench import HOST, QUEUE, S, make_store  # noqa: E402
+
+PEERS_VENV = ROOT / "var" / "bench-peers-venv"
+FILE_HUEY_MAX = 2_000  # FileHuey lists its directory on every dequeue: it slows with depth
+
+
+@dataclass(frozen=True)
+class System:
+    key: str  # drain.py's name, or taskhoster-fsync-on|off
+    label: str
+    flushes: str  # whether (and how) an acknowledged post or ack is on disk
+    where: str  # in-process (a library on local files) or a server
+    multi_process: bool = True  # made for several consumer processes on one queue
+    baseline: str = ""  # the taskhoster row it is read beside
+
+
+SYSTEMS = (
+    System("taskhoster-fsync-off", "taskhoster store, fsync off", "no", "in-process"),
+    System("taskhoster-fsync-on", "taskhoster store, fsync on", "yes (fsync)", "in-process"),
+    System("huey-sqlite", "huey SqliteHuey, fsync=False", "no (synchronous=OFF)", "in-process",
+           baseline="taskhoster-fsync-off"),
+    System("huey-sqlite-fsync", "huey SqliteHuey, fsync=True", "yes (synchronous=FULL)",
+           "in-process", baseline="taskhoster-fsync-on"),
+    System("huey-file", "huey FileHuey", "no (no fsync option)", "in-process",
+           baseline="taskhoster-fsync-off"),
+    System("pq-sqlite", "persist-queue SQLiteAckQueue", "yes (SQLite default, WAL)",
+           "in-process", baseline="taskhoster-fsync-on"),
+    System("pq-file", "persist-queue Queue (files)", "partly (fsync per 100 puts, not acks)",
+           "in-process", multi_process=False, baseline="taskhoster-fsync-off"),
+    System("rq", "RQ SimpleWorker on Redis", "per Redis config (see below)",
+           "server (Redis, TCP)", baseline="taskhoster-fsync-off"),
+)  # fmt: skip
+
+
+@dataclass
+class Result:
+    system: str
+    consumers: int
+    tasks: int
+    drain: list[float]  # tasks/s of each run
+    post: list[float]
+    duplicates: int = 0
+
+
+# --- the taskhoster store, in this process's interpreter -------------------------------------
+
+
+def _consume(root: str, fsync: bool, worker: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    store = make_store(Path(root), fsync)
+    start.wait()
+    done = 0
+    while tasks := store.claim(HOST, QUEUE, settings=S, worker=worker):
+        for task in tasks:
+            store.finish(HOST, QUEUE, task.id, settings=S, worker=worker,
+                         attempt=task.attempts, result=None)  # fmt: skip
+            done += 1
+    store.close()
+    out.put(done)
+
+
+def taskhoster_run(fsync: bool, n: int, consumers: int, root: Path) -> dict[str, float]:
+    store = make_store(root, fsync)
+    started = time.perf_counter()
+    for _ in range(n):
+        store.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="bench")
+    post_s = time.perf_counter() - started
+    store.close()
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_consume, args=(str(root), fsync, f"w{i}", start, out))
+             for i in range(consumers)]  # fmt: skip
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # every consumer imported the store: not timed
+    started = time.perf_counter()
+    start.set()
+    drained = sum(out.get() for _ in procs)
+    drain_s = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    assert drained == n, (drained, n)
+    return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
+
+
+# --- the peers, in their own interpreter -----------------------------------------------------
+
+
+def peers_python() -> Path:
+    python = PEERS_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"making {PEERS_VENV.relative_to(ROOT)} with {' '.join(PEERS)}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEERS], check=True)
+    return python
+
+
+def peer_run(python: Path, system: str, n: int, consumers: int, root: Path) -> dict[str, float]:
+    command = [str(python), str(HERE / "peers" / "drain.py"), system, "--tasks", str(n),
+               "--consumers", str(consumers), "--dir", str(root)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    if done.returncode:
+        sys.exit(f"{system} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def peer_versions(python: Path) -> dict[str, str]:
+    done = subprocess.run([str(python), str(HERE / "peers" / "drain.py"), "--versions"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def redis_persistence() -> str:
+    """Whether the local Redis writes to disk at all: its AOF and RDB settings."""
+    try:
+        found = {}
+        for key in ("appendonly", "appendfsync", "save"):
+            command = ["redis-cli", "-h", "127.0.0.1", "config", "get", key]
+            out = subprocess.run(command, capture_output=True, text=True, timeout=5)
+            value = out.stdout.split("\n")
+            found[key] = value[1] if len(value) > 1 else "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (redis-cli not found)"
+    return (f"appendonly={found['appendonly']}, appendfsync={found['appendfsync']}, "
+            f"save='{found['save']}'")  # fmt: skip
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 tasks, 1 run")
+    parser.add_argument("--tasks", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write the results here too")
+    args = parser.parse_args()
+    n = args.tasks or (1_000 if args.quick else 10_000)
+    runs = args.runs or (1 if args.quick else 3)
+    print("$ " + " ".join([".venv/bin/python", "bench/peers_bench.py", *sys.argv[1:]]), flush=True)
+    python = peers_python()
+    results: list[Result] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        for system in SYSTEMS:
+            tasks = min(n, FILE_HUEY_MAX) if system.key == "huey-file" else n
+            for consumers in (1, 2) if system.multi_process else (1,):
+                result = Result(system.key, consumers, tasks, [], [])
+                for run in range(runs):
+                    root = Path(tmp) / f"{system.key}-{consumers}-{run}"
+                    if system.key.startswith("taskhoster"):
+                        got = taskhoster_run(system.key.endswith("on"), tasks, consumers, root)
+                    else:
+                        got = peer_run(python, system.key, tasks, consumers, root)
+                    result.drain.append(got["drain"])
+                    result.post.append(got["post"])
+                    result.duplicates += int(got["duplicates"])
+                results.append(result)
+                print(f"{system.label}, {consumers} consumer(s): drain median "
+                      f"{statistics.median(result.drain):,.0f}/s", flush=True)  # fmt: skip
+    report = {
+        "tasks": n,
+        "runs": runs,
+        "seconds": time.monotonic() - started,
+        "versions": peer_versions(python),
+        "redis": redis_persistence(),
+        "systems": [asdict(s) for s in SYSTEMS],
+        "results": [asdict(r) for r in results],
+        "load": os.getloadavg()[0],
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1))
+    print(peers_table(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""bench/results.py turns one run's numbers into RESULTS.md: each peer beside its baseline."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_results():  # bench/ is scripts, not a package
+    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def system(key, label, baseline="", multi_process=True):
+    return {"key": key, "label": label, "flushes": "yes", "where": "in-process",
+            "multi_process": multi_process, "baseline": baseline}  # fmt: skip
+
+
+def result(key, consumers, drain, duplicates=0, tasks=10_000):
+    return {"system": key, "consumers": consumers, "tasks": tasks, "drain": drain,
+            "post": [1000.0, 1100.0, 900.0], "duplicates": duplicates}  # fmt: skip
+
+
+REPORT = {
+    "tasks": 10_000,
+    "runs": 3,
+    "load": 1.5,
+    "redis": "appendonly=no",
+    "versions": {"huey": "9.9", "persist-queue": "1.0", "rq": "2.0", "redis": "5.0"},
+    "systems": [
+        system("taskhoster-fsync-on", "taskhoster store, fsync on"),
+        system("huey-sqlite-fsync", "huey SqliteHuey, fsync=True", "taskhoster-fsync-on"),
+        system("pq-file", "persist-queue Queue", "taskhoster-fsync-on", multi_process=False),
+    ],
+    "results": [
+        result("taskhoster-fsync-on", 1, [100.0, 150.0, 120.0]),
+        result("taskhoster-fsync-on", 2, [200.0, 190.0, 210.0]),
+        result("huey-sqlite-fsync", 1, [1200.0, 1000.0, 1300.0]),
+        result("huey-sqlite-fsync", 2, [400.0, 380.0, 390.0], duplicates=3),
+        result("pq-file", 1, [240.0, 240.0, 250.0], tasks=2_000),
+    ],
+}
+
+
+def test_the_table_gives_medians_ranges_and_the_ratio_to_the_baseline() -> None:
+    text = load_results().peers_table(REPORT)
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines()
+            if line.startswith("| ") and "---" not in line}  # fmt: skip
+    assert (
+        "| 120 (100-150) | baseline | 200 (190-210) | baseline |"
+        in rows["taskhoster store, fsync on"]
+    )
+    # 1,200 beside 120 and 390 beside 200, each with the same consumers.
+    huey = rows["huey SqliteHuey, fsync=True"]
+    assert "| 1,200 (1,000-1,300) | 10.00x |" in huey
+    assert "390 (380-400), 3 delivered twice | 1.95x |" in huey
+    queue = rows["persist-queue Queue (2,000 tasks)"]
+    assert "one process only" in queue
+    assert "median of 3 runs (min-max)" in text
+    assert "huey 9.9, persist-queue 1.0, rq 2.0, redis 5.0" in text
+
+
+def test_results_md_holds_machine_table_and_every_output_and_says_quick() -> None:
+    text = load_results().render(
+        quick=True,
+        seconds=150,
+        machine_lines=["- CPUs: 2 (a CPU)"],
+        peers={**REPORT, "command": ".venv/bin/python bench/peers_bench.py --quick"},
+        outputs={"store_bench": "$ store_bench.py --quick\nlifecycles/s  500"},
+    )
+    assert "`make bench QUICK=1` in 2.5 minutes" in text
+    assert "This is the quick run" in text
+    assert "- CPUs: 2 (a CPU)" in text
+    assert "`.venv/bin/python bench/peers_bench.py --quick`" in text
+    assert "## store_bench\n\n```\n$ store_bench.py --quick\nlifecycles/s  500\n```" in text
