@@ -101,26 +101,36 @@ def _flattened(rows: Sequence[Row], per: int) -> Iterator[list[object]]:
 
 
 def _copy_then_insert(rows: Sequence[Row]) -> None:
-    # Every name in these statements is the model's own or STAGING, quoted by the backend;
-    # the values travel in COPY's stream, never in the SQL text.
-    table, columns = _names()
-    with connection.cursor() as cursor:
+    # psycopg composes the statements: every name is quoted by the driver as an identifier,
+    # and the values travel in COPY's stream, never in the SQL text.
+    from psycopg import sql
+
+    meta = TaskEvent._meta
+    table = sql.Identifier(meta.db_table)
+    staging = sql.Identifier(STAGING)
+    columns = sql.SQL(", ").join(sql.Identifier(meta.get_field(n).column) for n in COLUMNS)
+    names = {"table": table, "staging": staging, "columns": columns}
+    create = sql.SQL(
+        "CREATE TEMPORARY TABLE {staging} ON COMMIT DROP AS "
+        "SELECT {columns} FROM {table} WITH NO DATA"
+    ).format(**names)
+    copy_in = sql.SQL("COPY {staging} ({columns}) FROM STDIN").format(**names)
+    move = sql.SQL(
+        "INSERT INTO {table} ({columns}) SELECT {columns} FROM {staging} ON CONFLICT DO NOTHING"
+    ).format(**names)
+    drop = sql.SQL("DROP TABLE {staging}").format(**names)
+    with connection.cursor() as wrapper:
+        # The raw psycopg cursor: Django's wrapper neither offers COPY nor takes composed SQL.
+        cursor = wrapper.cursor
         # Dropped with the chunk's transaction, so nothing is left behind by an error either.
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE {STAGING} ON COMMIT DROP AS "  # noqa: S608 (names only)
-            f"SELECT {columns} FROM {table} WITH NO DATA"
-        )
-        # The raw psycopg cursor: Django's wrapper does not offer COPY.
-        with cursor.cursor.copy(f"COPY {STAGING} ({columns}) FROM STDIN") as copy:
+        cursor.execute(create)
+        with cursor.copy(copy_in) as copy:
             for row in rows:
                 copy.write_row(row)
-        cursor.execute(
-            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {STAGING} "  # noqa: S608
-            "ON CONFLICT DO NOTHING"
-        )
+        cursor.execute(move)
         # Dropped now as well: inside an outer transaction (a caller's atomic block) the chunk
         # is a savepoint, whose release is no commit, and the next chunk creates it again.
-        cursor.execute(f"DROP TABLE {STAGING}")
+        cursor.execute(drop)
         # The chunk's commit need not wait for its WAL flush: a commit lost to a crash loses
         # its rows and its cursor's advance together, and the next run reads them again.
         cursor.execute("SET LOCAL synchronous_commit = off")
