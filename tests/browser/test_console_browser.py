@@ -30,7 +30,11 @@ def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_s
     page.goto(f"{live_server.url}/admin/queues/queue/add/")
     page.select_option("#id_host", label="task.example.com")
     page.fill("#id_name", "resize")
+    page.fill("#id_lease_seconds", "90060")
+    # The words beside a seconds field follow what is typed (words.js + seconds.js).
+    expect(page.locator("#lease_seconds-words")).to_have_text("1 day 1 hour")
     page.fill("#id_lease_seconds", "30")
+    expect(page.locator("#lease_seconds-words")).to_have_text("30 s")
     shoot(page, "queue-form")
     page.click("input[name=_save]")
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
