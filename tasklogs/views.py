@@ -12,6 +12,8 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpRe
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from queues.access import operated_queues
+
 from . import queries
 from .forms import EventFilterForm
 from .payloads import open_payload
@@ -25,7 +27,9 @@ PAYLOAD_POLICY = "default-src 'none'; sandbox"
 def event_list(request: HttpRequest) -> HttpResponse:
     if not queries.operates_any(request.user):
         raise Http404
-    form = EventFilterForm(request.GET)
+    form = EventFilterForm(
+        request.GET, operated=operated_queues(request.user).select_related("host")
+    )
     page = queries.event_page(request.user, **form.query()) if form.is_valid() else None
     context = {"form": form, "page": page, "shareable": form.shareable()}
     return render(request, "tasklogs/events.html", context)

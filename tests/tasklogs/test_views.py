@@ -112,7 +112,18 @@ def test_invalid_filters_are_explained_not_run(staff, logged) -> None:
     logged(line())
     response = staff.get(reverse("tasklogs:events"), {"host": "../etc", "before": "x"})
     assert response.status_code == 200
-    assert "Not a valid host name." in response.content.decode()
+    assert "You operate no queue on the host ../etc." in response.content.decode()
+    assert task_ids(response) == []
+
+
+def test_host_and_queue_are_choices_among_the_operated_queues(operator, logged) -> None:
+    logged(line(task_id="a" * 16))
+    form = operator.get(reverse("tasklogs:events")).context["form"]
+    assert [value for value, _ in form.fields["host"].choices] == ["", HOST]
+    assert [value for value, _ in form.fields["queue"].choices] == ["", "resize"]
+    # A queue the operator does not operate is explained, and nothing of it is listed.
+    response = operator.get(reverse("tasklogs:events"), {"queue": "thumbs"})
+    assert "You operate no queue named thumbs." in response.content.decode()
     assert task_ids(response) == []
 
 
