@@ -6,6 +6,8 @@ queue gets the same 404 as for a queue or task that does not exist.
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -16,6 +18,7 @@ from queues.access import operated_queues
 
 from . import queries
 from .forms import EventFilterForm
+from .payload_pages import readable
 from .payloads import open_payload
 
 # The payload is user JSON: never let a browser sniff it into HTML, run it, or frame it.
@@ -56,6 +59,31 @@ def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> 
     if timeline is None:
         raise Http404
     return render(request, "tasklogs/task.html", {"timeline": timeline})
+
+
+@require_safe
+@login_required
+def payload_page(
+    request: HttpRequest,
+    host: str,
+    queue: str,
+    task_id: str,
+    kind: str,
+    attempt: int | None = None,
+    event: str | None = None,
+) -> HttpResponse:
+    """The payload with what it is: task, queue, kind, attempt and event; the raw file linked."""
+    opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, host, queue, task_id, kind,
+                          attempt=attempt, event=event)  # fmt: skip
+    if opened is None:
+        raise Http404
+    body, name = opened
+    shown = readable(body, os.fstat(body.fileno()).st_size)
+    return render(request, "tasklogs/payload.html", {
+        "host": host, "queue": queue, "task_id": task_id, "kind": kind, "attempt": attempt,
+        "event": event, "file": name, "shown": shown,
+        "raw_url": request.path.removesuffix("/view"),  # the same address, less the page
+    })  # fmt: skip
 
 
 @require_safe
