@@ -7,6 +7,7 @@ queue gets the same 404 as for a queue or task that does not exist.
 from __future__ import annotations
 
 import os
+from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -61,62 +62,38 @@ def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> 
     return render(request, "tasklogs/task.html", {"timeline": timeline})
 
 
-@require_safe
-@login_required
-def payload_page(
-    request: HttpRequest,
-    host: str,
-    queue: str,
-    task_id: str,
-    kind: str,
-    attempt: int | None = None,
-    event: str | None = None,
-) -> HttpResponse:
-    """The payload with what it is: task, queue, kind, attempt and event; the raw file linked."""
-    opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, host, queue, task_id, kind,
-                          attempt=attempt, event=event)  # fmt: skip
+def _archived(request: HttpRequest, **address: Any) -> tuple[BinaryIO, str]:
+    """The payload at `address` (host, queue, task_id, kind, attempt, event), opened with its
+    file's name, if the user may read it; 404 for anything else."""
+    opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, **address)
     if opened is None:
         raise Http404
-    body, name = opened
+    return opened
+
+
+@require_safe
+@login_required
+def payload_page(request: HttpRequest, **address: Any) -> HttpResponse:
+    """The payload with what it is: task, queue, kind, attempt and event; the raw file linked."""
+    body, name = _archived(request, **address)
     shown = readable(body, os.fstat(body.fileno()).st_size)
     return render(request, "tasklogs/payload.html", {
-        "host": host, "queue": queue, "task_id": task_id, "kind": kind, "attempt": attempt,
-        "event": event, "file": name, "shown": shown,
+        **address, "file": name, "shown": shown,
         "raw_url": request.path.removesuffix("/view"),  # the same address, less the page
     })  # fmt: skip
 
 
 @require_safe
 @login_required
-def payload(
-    request: HttpRequest,
-    host: str,
-    queue: str,
-    task_id: str,
-    kind: str,
-    attempt: int | None = None,
-    event: str | None = None,
-) -> FileResponse:
+def payload(request: HttpRequest, **address: Any) -> FileResponse:
     """A task-wide payload (`kind` only), or the result or error body of one event."""
-    opened = open_payload(
-        request.user,
-        settings.TASKHOSTER_LOGS_DIR,
-        host,
-        queue,
-        task_id,
-        kind,
-        attempt=attempt,
-        event=event,
-    )
-    if opened is None:
-        raise Http404
-    body, name = opened
+    body, name = _archived(request, **address)
     # Inline, so the link's new tab shows the JSON: the browser treats application/json with
     # nosniff as text, and the sandboxing CSP keeps it from running anything even if it did not.
     response = FileResponse(
         body,
         as_attachment=False,
-        filename=f"{task_id}-{name}",
+        filename=f"{address['task_id']}-{name}",
         content_type="application/json; charset=utf-8",
     )
     response["X-Content-Type-Options"] = "nosniff"
