@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,14 @@ class PayloadArchive:
         finally:
             os.close(fd)
         return kind
+
+    def has_item(self, host: str, queue: str, task_id: str) -> bool:
+        """Whether the posted item is kept (a plain file, not a symlink)."""
+        folder = paths.archive_dir(self.logs_dir, host, queue, task_id)
+        try:
+            return stat.S_ISREG(os.lstat(folder / TASK_FILES["item"]).st_mode)
+        except OSError:
+            return False
 
     def latest_item(self, host: str, queue: str, task_id: str) -> Any:
         """The item the task last ran with: its newest edited item, else the posted one.

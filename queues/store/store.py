@@ -159,6 +159,10 @@ class QueueStore:
     ) -> PostResult:
         return operating.repost(self.core, host, queue, task_id, settings=settings, now=now, by=by)
 
+    def has_archived_item(self, host: str, queue: str, task_id: str) -> bool:
+        """Whether a re-post of the task would find its item in the payload archive."""
+        return self.core.archive.has_item(host, queue, task_id)
+
     # -- listings ---------------------------------------------------------------------------
 
     def list_tasks(
