@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from queues import console, insight
 from queues.charts import activity_chart
 from queues.models import Queue
-from queues.store import STATUSES, StoreError, Task
+from queues.store import STATUSES, InvalidItem, InvalidRequest, PayloadTooLarge, StoreError, Task
 from queues.task_detail import task_detail
 from queues.templatetags.console import pretty_json
 from schedules.console import schedule_rows
@@ -104,10 +104,13 @@ def task_edit_retry(request: HttpRequest, host: str, queue: str, task_id: str) -
     text = request.POST.get("item", "")
     try:
         console.edit_and_retry(found, task_id, text, by=request.user.get_username())
-    except StoreError as exc:
+    except (InvalidItem, InvalidRequest, PayloadTooLarge) as exc:  # the item's fault: fix it
         task = console.task_of(found, task_id)
         error = f"Not retried ({exc.code}): {exc}"
         return _task_page(request, found, task, edited=text, edit_error=error, status=400)
+    except StoreError as exc:  # the task's state: no edit would help
+        messages.error(request, f"Task {task_id}: edit and retry refused ({exc.code}): {exc}")
+        return redirect("queues:task", host=host, queue=queue, task_id=task_id)
     messages.success(request, f"Task {task_id}: item edited and retried, now pending.")
     return redirect("queues:task", host=host, queue=queue, task_id=task_id)
 
