@@ -32,10 +32,6 @@ STORE_STATUS = {
     "lease_lost": status.HTTP_409_CONFLICT,
     "not_cancellable": status.HTTP_409_CONFLICT,
     "not_retryable": status.HTTP_409_CONFLICT,
-    # the console's verbs (no API route yet); mapped so a future one answers them right
-    "not_requeueable": status.HTTP_409_CONFLICT,
-    "not_deletable": status.HTTP_409_CONFLICT,
-    "not_archived": status.HTTP_404_NOT_FOUND,
     "payload_too_large": status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     "idempotency_key_reused": status.HTTP_422_UNPROCESSABLE_ENTITY,
     "queue_full": status.HTTP_429_TOO_MANY_REQUESTS,
