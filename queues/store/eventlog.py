@@ -87,8 +87,11 @@ def event_line(
         },
         "archived": archived,
     }
-    if because.by is not None:
-        line["by"] = because.by
+    by = because.by
+    if by is None and event == "cancelled":
+        by = task.cancel_requested_by  # the end of a stop an operator asked for while it ran
+    if by is not None:
+        line["by"] = by
     if task.reposted_from is not None:
         line["from"] = task.reposted_from
     if because.edited:

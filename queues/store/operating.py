@@ -31,7 +31,8 @@ def cancel(
     now: int | None = None,
     by: str | None = None,
 ) -> Task:
-    """pending -> cancelled; processing -> cancelRequested; terminal -> NotCancellable."""
+    """pending -> cancelled; processing -> cancelRequested (and cancelRequestedBy, so the
+    line that ends it names the operator); terminal -> NotCancellable."""
     now = now_ms(now)
     with (
         core.queue_dirs(host, queue) as qd,
@@ -48,7 +49,7 @@ def cancel(
         if task.status is State.PROCESSING:
             if task.cancel_requested:
                 return task
-            new = task.replace(cancel_requested=True, updated_at=now)
+            new = task.replace(cancel_requested=True, cancel_requested_by=by, updated_at=now)
             return core.apply(qd, found.directory, task, new, None, now=now)
         raise NotCancellable()
 
@@ -90,6 +91,7 @@ def retry(
             finished_at=None,
             fetched_at=None,
             cancel_requested=False,
+            cancel_requested_by=None,
             available_at=0,
             max_attempts=task.attempts + budget if budget else 0,
             last_error=task.result if task.result is not None else task.error,

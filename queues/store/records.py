@@ -119,10 +119,13 @@ _EXT = {
     # A task an operator re-posted from another task's archived item: that task's id. Every
     # event line of this task names it (`from`), so Task Logs links the two.
     "reposted_from": "repostedFrom",
+    # The operator who asked a running task to stop: the request writes no line (the table's
+    # (processing, processing, none)), so the `cancelled` line that ends it names them.
+    "cancel_requested_by": "cancelRequestedBy",
 }
-# ext fields kept out of the producer's status view: which worker ran a task is the workers'
-# and operators' business, as the lease is
-_NOT_IN_STATUS_VIEW = frozenset({"endedBy"})
+# ext fields kept out of the producer's status view: which worker ran a task, and which
+# operator asked it to stop, are the workers' and operators' business, as the lease is
+_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy"})
 _STATUS_VIEW = (
     "id",
     "host",
@@ -166,6 +169,7 @@ class Task:
     requeued_at: int | None = None
     ended_by: str | None = None
     reposted_from: str | None = None
+    cancel_requested_by: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one)."""
@@ -243,6 +247,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "requeued_at": (int, type(None)),
     "ended_by": (str, type(None)),
     "reposted_from": (str, type(None)),
+    "cancel_requested_by": (str, type(None)),
 }
 
 

@@ -277,3 +277,19 @@ def test_the_operators_triples_are_in_the_table(h):
     assert {(s, None, "deleted") for s in State if s.terminal} <= TRANSITIONS
     requeues = {(s, t) for s, t, event in TRANSITIONS if event == "requeued"}
     assert requeues == {(State.PROCESSING, State.PENDING)}
+
+
+def test_a_stop_asked_of_a_running_task_names_the_operator_on_the_line_that_ends_it(h):
+    task = h.post()
+    h.claim()
+    h.store.cancel(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 2 * SECOND, by="olga")
+    assert h.event_names(task.id) == ["posted", "claimed"]  # the request itself writes no line
+    assert "cancelRequestedBy" not in h.store.read(HOST, QUEUE, task.id).status_view()
+    h.store.fail(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1,
+                 cancelled=True, now=T0 + 3 * SECOND)  # fmt: skip
+    line = h.events(task.id)[-1]
+    assert (line["event"], line["by"], line["worker"]) == ("cancelled", "olga", "box-1")
+    # a retry forgets who stopped it: the next cancel is someone else's, or an owner's
+    h.store.retry(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 4 * SECOND)
+    assert h.store.read(HOST, QUEUE, task.id).cancel_requested_by is None
+    assert "by" not in h.events(task.id)[-1]
