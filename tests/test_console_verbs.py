@@ -329,3 +329,11 @@ def test_task_logs_offer_no_repost_without_an_archive_or_to_others(resize, peopl
     response = client.post(f"{BASE}/{old.id}/repost")
     assert response["Location"] == f"/logs/{HOST}/resize/{old.id}/"
     assert [t.id for t in get_store().list_tasks(HOST, "resize").tasks] == [running.id]
+
+
+def test_a_running_tasks_page_says_who_asked_it_to_stop(resize, people):
+    task = _running(resize)
+    people["operator"].post(f"{BASE}/{task.id}/cancel")
+    page = people["operator"].get(f"{BASE}/{task.id}/").content.decode()
+    assert "requested by olga; the worker is told on its next call" in page
+    assert _forms(page) == {"requeue"}  # asked once; requeue ends it as a lapsed lease would
