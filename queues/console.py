@@ -124,9 +124,6 @@ def task_of(queue: Queue, task_id: str) -> Task:
         raise Http404("No such task.") from None
 
 
-ACTIONS = ("cancel", "retry", "requeue", "delete")
-
-
 def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:
     """Cancel, retry, requeue or delete a task as the operator `by` (their name goes on the
     event line); a refusal raises the store's error. Delete returns the task as it was."""

@@ -110,7 +110,7 @@ def test_the_task_page_shows_when_it_was_posted_and_when_retried(resize):
     # "ago" as people read it, the exact time on hover
     assert '<th scope="row">posted</th><td><time title="2025-07-02 23:46:40.000Z">' in page
     assert " ago</time> by alice" in page
-    assert '<th scope="row">retried</th><td><time title="2025-07-03 23:46:40.000Z">' in page
+    assert '<th scope="row">requeued</th><td><time title="2025-07-03 23:46:40.000Z">' in page
 
 
 def test_a_refused_action_is_reported_and_changes_nothing(resize):
