@@ -70,6 +70,12 @@ class QueueAccessInline(admin.TabularInline):
     extra = 1
 
 
+PREVIEW_BUTTON = "_preview_sweep"
+# The settings the sweep's rules read from the queue (a lease's length and the attempt budget
+# are stamped on each task when it is claimed or posted, so changing them acts on new ones only).
+SWEEP_FIELDS = frozenset({"queue_seconds", "retain_seconds", "retain_from", "max_retain_seconds"})
+
+
 class QueueForm(forms.ModelForm):
     """The queue's settings, and before they are saved a preview of the next sweep with them:
     shown on "Preview the next sweep" (nothing saved), and required to be seen (a tick) when
@@ -78,7 +84,7 @@ class QueueForm(forms.ModelForm):
     confirm_sweep = forms.BooleanField(
         required=False,
         label="Save even so",
-        help_text="The next sweep will act on the tasks counted in the preview above.",
+        help_text="The next sweep will act on the tasks counted in the preview below.",
     )
 
     class Meta:
@@ -97,6 +103,9 @@ class QueueForm(forms.ModelForm):
         cleaned = super().clean()
         if self.errors or cleaned.get("host") is None:
             return cleaned
+        asked = PREVIEW_BUTTON in self.data
+        if not asked and not (self.instance.pk and SWEEP_FIELDS & set(self.changed_data)):
+            return cleaned  # the sweep's rules read none of what changed: no files to read
         candidate = construct_instance(self, Queue(), exclude=["id"])
         saved = (
             Queue.objects.select_related("host").get(pk=self.instance.pk)
@@ -104,7 +113,7 @@ class QueueForm(forms.ModelForm):
             else None
         )
         self.sweep_preview = preview_settings(saved, candidate)
-        if PREVIEW_BUTTON in self.data:
+        if asked:
             raise forms.ValidationError(
                 "Preview only: nothing was saved. The preview is below the settings.",
                 code="preview",
@@ -116,9 +125,6 @@ class QueueForm(forms.ModelForm):
                 code="sweep_preview",
             )
         return cleaned
-
-
-PREVIEW_BUTTON = "_preview_sweep"
 
 
 @admin.register(Queue)
