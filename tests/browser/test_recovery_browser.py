@@ -125,3 +125,31 @@ def test_an_operator_reposts_a_cleaned_task_from_its_archive(page, live_server, 
     both_widths(page, shoot, "reposted")
     page.click(f"a:has-text('{old.id}')")
     expect(page.locator("h1")).to_contain_text(old.id)
+
+
+def test_an_admin_previews_the_sweep_before_shortening_retention(page, live_server, shoot):
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    queue, _ = save_queue(HOST, "resize", retain_seconds=86400)
+    done = failed_task(queue, {"url": "http://example.com/c.png"})
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/queue/{queue.pk}/change/")
+    page.fill("#id_retain_seconds", "0")
+    page.click("input[name=_preview_sweep]")
+    expect(page.locator(".errornote, .errorlist").first).to_be_visible()
+    expect(page.locator("body")).to_contain_text("Preview only: nothing was saved.")
+    row = page.locator(".sweep-preview tr", has_text="delete (retention over)")
+    expect(row).to_contain_text(done.id)
+    shoot(page, "sweep-preview-desktop")
+    page.set_viewport_size(PHONE)
+    shoot(page, "sweep-preview-phone")
+    page.set_viewport_size(DESKTOP)
+    queue.refresh_from_db()
+    assert queue.retain_seconds == 86400
+    # saving asks for the tick, then saves
+    page.click("input[name=_save]")
+    expect(page.locator("body")).to_contain_text("Tick “Save even so” to save them.")
+    page.check("#id_confirm_sweep")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    queue.refresh_from_db()
+    assert queue.retain_seconds == 0 and get_store().read(HOST, "resize", done.id)
