@@ -3,8 +3,10 @@
 Views call these; these call the store with the queue's own settings. Nothing here renders.
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -17,7 +19,15 @@ from queues.charts import activity_chart
 from queues.models import Queue
 from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
-from queues.store import STATUSES, NotFound, QueueStats, StoreError, Task, TaskPage
+from queues.store import (
+    STATUSES,
+    InvalidItem,
+    NotFound,
+    QueueStats,
+    StoreError,
+    Task,
+    TaskPage,
+)
 from tasklogs.health import IngestLag, ingest_lag
 
 User = AbstractBaseUser | AnonymousUser
@@ -124,11 +134,39 @@ def task_of(queue: Queue, task_id: str) -> Task:
         raise Http404("No such task.") from None
 
 
-def act_on_task(queue: Queue, task_id: str, action: str) -> Task:
-    """Cancel or retry a task as an operator; a refusal raises the store's error."""
-    store = get_store()
-    verb = {"cancel": store.cancel, "retry": store.retry}[action]
-    return verb(queue.host.name, queue.name, task_id, settings=queue.to_settings())
+def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:
+    """Cancel, retry, requeue or delete a task as the operator `by` (their name goes on the
+    event line); a refusal raises the store's error. Delete returns the task as it was."""
+    store, host, name = get_store(), queue.host.name, queue.name
+    if action == "delete":
+        return store.delete(host, name, task_id, by=by)
+    verb = {"cancel": store.cancel, "retry": store.retry, "requeue": store.requeue}[action]
+    return verb(host, name, task_id, settings=queue.to_settings(), by=by)
+
+
+def edit_and_retry(queue: Queue, task_id: str, item_text: str, *, by: str | None) -> Task:
+    """Retry a failed or cancelled task with the item the operator typed (JSON text), checked
+    as a post's; InvalidItem when it is not JSON, or any refusal of the store's."""
+    item = parse_item(item_text)
+    return get_store().retry(
+        queue.host.name, queue.name, task_id, settings=queue.to_settings(), by=by, item=item
+    )
+
+
+def parse_item(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidItem(f"The item is not JSON: {exc}.") from None
+
+
+def repost(queue: Queue, task_id: str, *, by: str | None) -> Task:
+    """A new task from the archived item of `task_id`, whether or not the store still holds it
+    (NotArchived when the archive has no item of it)."""
+    posted = get_store().repost(
+        queue.host.name, queue.name, task_id, settings=queue.to_settings(), by=by
+    )
+    return posted.task
 
 
 def set_paused(queue: Queue, paused: bool) -> None:

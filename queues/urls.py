@@ -26,4 +26,26 @@ urlpatterns = [
         {"action": "retry"},
         name="task-retry",
     ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/requeue",
+        views.task_action,
+        {"action": "requeue"},
+        name="task-requeue",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/delete",
+        views.task_action,
+        {"action": "delete"},
+        name="task-delete",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/edit-retry",
+        views.task_edit_retry,
+        name="task-edit-retry",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/repost",
+        views.task_repost,
+        name="task-repost",
+    ),
 ]

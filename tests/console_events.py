@@ -12,7 +12,8 @@ HOST = "task.example.com"
 STATUS_AFTER = {
     "posted": "pending", "claimed": "processing", "progress": "processing",
     "result": "finished", "failed": "failed", "timeout": "failed", "cancelled": "cancelled",
-    "requeue": "pending", "retried": "pending", "fetched": "finished", "cleaned": "finished",
+    "requeue": "pending", "requeued": "pending", "retried": "pending",
+    "deleted": "finished", "fetched": "finished", "cleaned": "finished",
 }  # fmt: skip
 _offsets = itertools.count(1)
 

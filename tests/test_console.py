@@ -107,8 +107,10 @@ def test_the_task_page_shows_when_it_was_posted_and_when_retried(resize):
     store.retry("task.example.com", "resize", task.id, settings=settings, now=1_751_586_400_000)
     client = client_for("olga", role="operator", queue=resize)
     page = client.get(f"/console/task.example.com/resize/{task.id}/").content.decode()
-    assert "<th>posted</th><td>2025-07-02 23:46:40.000Z by alice</td>" in page
-    assert "<th>requeued</th><td>2025-07-03 23:46:40.000Z" in page
+    # "ago" as people read it, the exact time on hover
+    assert '<th scope="row">posted</th><td><time title="2025-07-02 23:46:40.000Z">' in page
+    assert " ago</time> by alice" in page
+    assert '<th scope="row">requeued</th><td><time title="2025-07-03 23:46:40.000Z">' in page
 
 
 def test_a_refused_action_is_reported_and_changes_nothing(resize):

@@ -99,6 +99,13 @@ def test_a_wait_starts_again_when_a_lapsed_lease_puts_the_task_back(resize):
     assert wait.hour.measured == 2 and wait.hour.p95_ms == 2 * S
 
 
+def test_a_wait_starts_again_when_an_operator_requeues_the_task(resize):
+    lifecycle("0" * 16, NOW - 30 * MIN, ("claimed", 1 * S), ("requeued", 61 * S),
+              ("claimed", 64 * S))  # fmt: skip
+    wait = measures(resize)["wait"]
+    assert wait.hour.measured == 2 and wait.hour.p95_ms == 3 * S
+
+
 def test_a_failed_run_is_a_run_and_its_read_is_a_read(resize):
     lifecycle("0" * 16, NOW - 30 * MIN, ("claimed", 1 * S), ("failed", 8 * S), ("fetched", 9 * S))
     found = measures(resize)

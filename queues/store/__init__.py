@@ -3,7 +3,8 @@
 Plain Python with no Django import, so it can be tested, benchmarked and swept on its own.
 
 Where to read: store.py (QueueStore, the public face) delegates each verb to the module that
-holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry), claiming
+holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry,
+requeue, delete, repost), claiming
 (claim, wait_claim), working (progress, finish, fail), listing (list_tasks, stats) and sweep.
 They share core.py's QueueCore, the one place a record is written and logged, checked against
 records.py's table of transitions. Below them: openqueues (the queues a process keeps open, each
@@ -19,8 +20,11 @@ from .errors import (
     InvalidRequest,
     InvalidTransition,
     LeaseLost,
+    NotArchived,
     NotCancellable,
+    NotDeletable,
     NotFound,
+    NotRequeueable,
     NotRetryable,
     PayloadTooLarge,
     QueueFull,
@@ -32,8 +36,9 @@ from .paths import STATE_DIRS
 from .records import STATUSES, Lease, State, Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage
 from .settings import QueueSettings, StoreConfig
-from .store import QueueStore, sweep_all, sweep_queue
+from .store import QueueStore, preview_sweep, sweep_all, sweep_queue
 from .sweep import SweepReport
+from .sweep_preview import SweepPreview
 
 __all__ = [
     "ANY",
@@ -48,8 +53,11 @@ __all__ = [
     "InvalidTransition",
     "Lease",
     "LeaseLost",
+    "NotArchived",
     "NotCancellable",
+    "NotDeletable",
     "NotFound",
+    "NotRequeueable",
     "NotRetryable",
     "PayloadTooLarge",
     "PostResult",
@@ -62,9 +70,11 @@ __all__ = [
     "StorageUnavailable",
     "StoreConfig",
     "StoreError",
+    "SweepPreview",
     "SweepReport",
     "Task",
     "TaskPage",
+    "preview_sweep",
     "sweep_all",
     "sweep_queue",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import copies, files, paths, posting
 from .archive import PayloadArchive
-from .eventlog import EventLog
+from .eventlog import NO_REASON, Because, EventLog
 from .index import PendingIndex
 from .inotify import changes
 from .listing_index import ListingIndexes
@@ -93,7 +93,15 @@ class QueueCore:
 
     # -- the one place that writes records and logs them --------------------------------------
 
-    def admit(self, qd: QueueDirs, task: Task, *, now: int, settings: QueueSettings) -> Task | None:
+    def admit(
+        self,
+        qd: QueueDirs,
+        task: Task,
+        *,
+        now: int,
+        settings: QueueSettings,
+        because: Because = NO_REASON,
+    ) -> Task | None:
         """Write a new pending task, then its `posted` line. With an Idempotency-Key already
         used for the same item, write nothing and return the task that key made."""
         check_transition(task.id, None, task.status, "posted")
@@ -110,7 +118,7 @@ class QueueCore:
         )
         posting.write_task(qd, task, fsync=self.fsync)
         self.note_pending(qd, task)
-        self.log.append(task, "posted", now=now, archived=archived)
+        self.log.append(task, "posted", now=now, archived=archived, because=because)
         return None
 
     def apply(
@@ -125,9 +133,10 @@ class QueueCore:
         worker: str | None = None,
         archive: dict[str, Any] | None = None,
         settings: QueueSettings | None = None,
+        because: Because = NO_REASON,
     ) -> Task:
         """Check the table, archive bodies, write the new record over the copy in the directory
-        `source`, then append the event line."""
+        `source`, then append the event line (`because`: its optional fields)."""
         check_transition(new.id, old.status, new.status, event)
         archived = []
         if settings is not None and settings.archive_payloads:
@@ -138,18 +147,27 @@ class QueueCore:
         if new.status is State.PENDING:
             self.note_pending(qd, new)
         if event is not None:
-            self.log.append(new, event, now=now, worker=worker, archived=archived)
+            self.log.append(new, event, now=now, worker=worker, archived=archived, because=because)
         return new
 
-    def remove(self, qd: QueueDirs, task: Task, *, now: int) -> None:
-        """Delete a terminal task (its retention is over), then its `cleaned` line. The caller
-        holds the task file's lock."""
-        check_transition(task.id, task.status, None, "cleaned")
+    def remove(
+        self,
+        qd: QueueDirs,
+        task: Task,
+        *,
+        now: int,
+        event: str = "cleaned",
+        because: Because = NO_REASON,
+    ) -> None:
+        """Delete a terminal task, then its line: `cleaned` (its retention is over) or
+        `deleted` (an operator's). Its archived payloads stay. The caller holds the task
+        file's lock."""
+        check_transition(task.id, task.status, None, event)
         # the key goes first: a crash in between leaves a task without a key, never a key that
         # would bring a cleaned task back
         posting.remove_key(qd, task, fsync=self.fsync)
         files.unlink(qd.fd("done"), paths.task_file(task.id), fsync=self.fsync)
-        self.log.append(task, "cleaned", now=now)
+        self.log.append(task, event, now=now, because=because)
 
     def quarantine(self, qd: QueueDirs, directory: str, task_id: str, *, now: int) -> bool:
         """Move a corrupt or symlinked file aside (never following it) and log it. No record is

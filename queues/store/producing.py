@@ -9,6 +9,7 @@ from typing import Any
 from . import copies, paths, posting
 from .clock import now_ms
 from .core import QueueCore
+from .eventlog import NO_REASON, Because
 from .inotify import arrivals, watcher
 from .records import State, Task
 from .results import PostResult
@@ -27,6 +28,8 @@ def post(
     delay_seconds: int = 0,
     idempotency_key: str | None = None,
     now: int | None = None,
+    reposted_from: str | None = None,
+    because: Because = NO_REASON,
 ) -> PostResult:
     now = now_ms(now)
     posting.check_item(item, settings)
@@ -45,15 +48,16 @@ def post(
         available_at=now + delay_seconds * 1000 if delay_seconds else 0,
         max_attempts=settings.attempt_budget(),
         idempotency_key=idempotency_key,
+        reposted_from=reposted_from,
     )
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
-            prior = core.admit(qd, task, now=now, settings=settings)
+            prior = core.admit(qd, task, now=now, settings=settings, because=because)
         else:
             with posting.posts_locked(qd):
                 with core.lock:
                     posting.check_room(core.pending_count(qd), settings)
-                prior = core.admit(qd, task, now=now, settings=settings)
+                prior = core.admit(qd, task, now=now, settings=settings, because=because)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
