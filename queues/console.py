@@ -16,11 +16,10 @@ from queues.activity import Activity, activity
 from queues.charts import activity_chart
 from queues.models import Queue
 from queues.services import get_store
-from queues.store import STATUSES, NotFound, QueueStats, StoreError, Task, TaskPage
+from queues.store import NotFound, QueueStats, StoreError, Task
 from tasklogs.health import IngestLag, ingest_lag
 
 User = AbstractBaseUser | AnonymousUser
-PAGE_SIZE = 50
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,17 +95,6 @@ def operated_queue(user: User, host: str, name: str) -> Queue:
     return queue
 
 
-def queue_tasks(queue: Queue, *, status: str | None, page: int) -> TaskPage:
-    wanted = status if status in STATUSES else None
-    try:
-        return get_store().list_tasks(
-            queue.host.name, queue.name, status=wanted,
-            limit=PAGE_SIZE, offset=max(page - 1, 0) * PAGE_SIZE,
-        )  # fmt: skip
-    except NotFound:
-        return TaskPage(count=0, tasks=[])
-
-
 def task_of(queue: Queue, task_id: str) -> Task:
     try:
         return get_store().read(queue.host.name, queue.name, task_id)
@@ -114,8 +102,14 @@ def task_of(queue: Queue, task_id: str) -> Task:
         raise Http404("No such task.") from None
 
 
-def act_on_task(queue: Queue, task_id: str, action: str) -> Task:
-    """Cancel or retry a task as an operator; a refusal raises the store's error."""
+# The verbs act_on_task knows, in the order the console offers them (the queue page's bulk
+# actions offer each one its tab's state allows: queue_page.VALID_IN).
+TASK_ACTIONS: tuple[str, ...] = ("cancel", "retry")
+
+
+def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:
+    """Cancel or retry a task as an operator; a refusal raises the store's error. `by`: the
+    operator's user name (for the event log, once the store records it)."""
     store = get_store()
     verb = {"cancel": store.cancel, "retry": store.retry}[action]
     return verb(queue.host.name, queue.name, task_id, settings=queue.to_settings())
