@@ -154,13 +154,18 @@ def queue_page(
             queue, found, page=_number(query.get("page")), after=query.get("after"))  # fmt: skip
     except NotFound:
         counts, tasks = None, nothing
-    actions = [] if error else actions_for(found.status, known_actions)
+    actions = [] if error else actions_for(found.status, known_actions, counts)
     return QueuePage(queue=queue, filter=found, error=error, counts=counts, tasks=tasks,
                      actions=actions)  # fmt: skip
 
 
-def actions_for(status: State | None, known: tuple[str, ...]) -> list[str]:
-    return [a for a in known if status is None or status in VALID_IN.get(a, frozenset())]
+def actions_for(
+    status: State | None, known: tuple[str, ...], counts: StateCounts | None
+) -> list[str]:
+    """A state's tab: the verbs its state allows. 'all': those some task here would allow."""
+    if status is not None:
+        return [a for a in known if status in VALID_IN.get(a, frozenset())]
+    return [a for a in known if counts and any(counts.of(s) for s in VALID_IN.get(a, ()))]
 
 
 def task_list(queue: Queue, found: Filter, *, page: int, after: str | None) -> TaskList:
