@@ -20,7 +20,7 @@ from queues.store import NotFound, OrderKey, Selection, State, StateCounts, Task
 from queues.task_query import QueryError, Search, parse_search
 
 PAGE_SIZE = 50
-SCAN_BUDGET = 5_000  # records a field search reads per request before it offers to go on
+SCAN_BUDGET = 2_000  # records a field search reads per request before it offers to go on
 PREVIEW_CHARS = 90
 # Which states each operator verb applies to: a tab shows only the ones its state allows.
 VALID_IN: dict[str, frozenset[State]] = {
@@ -187,16 +187,23 @@ def row(task: Task) -> Row:
 
 
 def preview(task: Task) -> str:
-    """What tells tasks apart at a glance: a failure's error, else the item, cut short."""
-    if task.status is State.FAILED:
-        shown: Any = task.error if task.error is not None else task.result
+    """What tells tasks apart at a glance: a failure's error code and body, a retry's last
+    error, else the item; cut short."""
+    if task.status is State.FAILED and (task.error is not None or task.result is not None):
+        parts = [task.error] if task.error is not None else []
+        parts += [_text(task.result)] if task.result is not None else []
+        text = ": ".join(parts)
     elif task.status is State.PENDING and task.last_error is not None:
-        shown = task.last_error
+        text = "last error: " + _text(task.last_error)
     else:
-        shown = task.item
-    text = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False,
-                                                            separators=(",", ":"))  # fmt: skip
+        text = _text(task.item)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def cursor_text(key: OrderKey | None) -> str:

@@ -139,7 +139,8 @@ def test_the_columns_preview_worker_times_and_cancel_requested_once(resize, staf
     store.claim(HOST, NAME, settings=settings, worker="box-2")
     store.cancel(HOST, NAME, running.id, settings=settings)
     page = page_of(staff)
-    assert "404 from the origin" in page and "https://a.example/2" in page
+    assert "{&quot;why&quot;:&quot;404 from the origin&quot;}" in page
+    assert "https://a.example/2" in page
     assert page.count("cancel requested") == 1 and "box-2" in page
     exact = r'<time datetime="2025-07-02T23:46:40.000\+00:00" title="2025-07-02 23:46:40.000 UTC">'
     assert re.search(exact + r"\d+ days? ago</time>", page)
@@ -371,6 +372,22 @@ def test_the_settings_of_a_queue_without_an_attempt_budget(make_queue, staff):
     page = page_of(staff)
     assert "no budget: a lapsed lease runs it again" in page and "after it is fetched" in page
     assert "<dd>1,000</dd>" in page and "<dd>allowed</dd>" in page
+
+
+def test_the_preview_says_why_a_task_failed_or_waits():
+    from queues.queue_page import PREVIEW_CHARS, preview
+    from queues.store import State, Task
+
+    def task(status: State, **fields) -> Task:
+        return Task(id="0123456789abcdef", host=HOST, queue=NAME, status=status,
+                    item={"url": "u" * 200}, posted_by=None, posted_at=1, updated_at=1,
+                    **fields)  # fmt: skip
+
+    assert preview(task(State.FAILED, error="attempts", result={"e": 1})) == 'attempts: {"e":1}'
+    assert preview(task(State.FAILED, error="timeout")) == "timeout"
+    assert preview(task(State.PENDING, last_error="boom")) == "last error: boom"
+    long = preview(task(State.FINISHED, result=1))
+    assert long.startswith('{"url":"uuu') and len(long) == PREVIEW_CHARS and long[-1] == "…"
 
 
 def test_relative_times_read_as_people_say_them():
