@@ -397,3 +397,20 @@ def test_relative_times_read_as_people_say_them():
     assert ago(now - 120_000, now) == "2 min ago" and ago(now - 2_000, now) == "just now"
     assert ago(now - 90_061_000, now) == "1 day ago" and ago(now + 300_000, now) == "in 5 min"
     assert moment(None, now) == "" and moment(0, now) == ""
+
+
+def test_bulk_actions_on_a_queue_never_posted_to(resize, staff):
+    page = staff.post(BULK, {"do": "cancel:filter", "status": "pending"}).content.decode()
+    assert "Nothing matches now." in page
+    answer = staff.post(BULK, {"do": "cancel:filter", "status": "pending", "confirm": "1",
+                               "until": f"{T0}.0123456789abcdef"}, follow=True)  # fmt: skip
+    assert "cancel: 0 done, 0 refused." in answer.content.decode()
+
+
+@pytest.mark.parametrize(
+    "after", ["", "x", "12.short", f"{T0}.0123456789ABCDEF", f"{T0}.zz23456789abcdef", "1" * 17]
+)
+def test_a_cursor_that_cannot_be_read_starts_from_the_first_page(resize, staff, after):
+    tasks = [post(resize, {"k": "v"}, now=T0 + i) for i in range(3)]
+    page = page_of(staff, f"?q=item.k+%3D+v&after={after}")
+    assert listed(page) == [t.id for t in reversed(tasks)]
