@@ -16,7 +16,7 @@ from django.http import QueryDict
 from queues.durations import readable_seconds
 from queues.models import Queue
 from queues.services import get_store
-from queues.store import NotFound, OrderKey, Selection, State, StateCounts, Task
+from queues.store import STATUSES, NotFound, OrderKey, Selection, State, StateCounts, Task
 from queues.task_query import QueryError, Search, parse_search
 
 PAGE_SIZE = 50
@@ -41,9 +41,9 @@ class Filter:
 
     @classmethod
     def from_query(cls, query: QueryDict) -> tuple[Filter, str | None]:
-        """The filter, and the search's error message (the search is then left out)."""
+        """The filter, and the search's error message (the page then lists nothing)."""
         raw_status = query.get("status", "")
-        status = State(raw_status) if raw_status in State._value2member_map_ else None
+        status = State(raw_status) if raw_status in STATUSES else None
         newest_first = query.get("order") != "oldest"
         try:
             search, error = parse_search(query.get("q", "")), None
