@@ -68,8 +68,8 @@ EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldes
 
 
 def dashboard(user: User, *, now_ms: int) -> Dashboard:
-    """Every queue the user operates: the store's counts (from its directory listings and
-    pending index, never a task file) and one aggregate query over the last day's events."""
+    """Every queue the user operates: the store's counts (from the names in its directories
+    and its pending index, never a task file) and one aggregate query over the last day's events."""
     store = get_store()
     queues = list(operated_queues(user))
     now_s = now_ms // 1000
