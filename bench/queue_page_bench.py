@@ -4,11 +4,11 @@ each figure beside a trivial view measured in the same run (the ratio is what co
 machines).
 
 The dashboard's counts come from the claim index and the names of processing/ and done/ kept
-by inotify (store/dircount.py); the tab counts from the store's listing and claim indexes, a
-page reads only its own
-records, an id search looks through the index; a field search (`item.image contains ...`)
-reads records, at most queue_page.SCAN_BUDGET per request. The first request of a process
-learns every record once (the cold figure, shown); the judged figure is the median after it.
+by inotify (store/dircount.py); the tab counts from the store's listing and claim indexes; a
+page reads only its own records, an id search looks through the index; a field search
+(`item.image contains ...`) reads records, at most queue_page.SCAN_BUDGET per request. The
+first queue page of a process learns every record once (the cold figure, shown); the judged
+figure is the median after it.
 
 A fresh SQLite database and store in a temporary directory, production settings (DEBUG off),
 requests through Django's test client in this process.
