@@ -414,3 +414,17 @@ def test_a_cursor_that_cannot_be_read_starts_from_the_first_page(resize, staff, 
     tasks = [post(resize, {"k": "v"}, now=T0 + i) for i in range(3)]
     page = page_of(staff, f"?q=item.k+%3D+v&after={after}")
     assert listed(page) == [t.id for t in reversed(tasks)]
+
+
+def test_the_bulk_pages_have_the_layout_and_their_forms_a_csrf_token(resize, staff, monkeypatch):
+    monkeypatch.setattr(bulk, "CHUNK", 1)
+    for n in range(3):
+        post(resize, now=T0 + n)
+    confirm = staff.post(BULK, {"do": "cancel:filter", "status": "pending"}).content.decode()
+    working = staff.post(BULK, dict_of(hidden_fields(confirm))).content.decode()
+    assert "working through the tasks" in working and "1 done, 0 refused" in working
+    for page in (confirm, working):
+        assert '<a class="skip" href="#main">Skip to content</a>' in page
+        forms = re.findall(r'<form[^>]*method="post"[^>]*>.*?</form>', page, re.S)
+        assert len(forms) == 2  # log out, and the step's own
+        assert all('name="csrfmiddlewaretoken"' in form for form in forms)
