@@ -16,6 +16,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 HOST, NAME = "task.example.com", "thumbnails-for-the-very-long-named-gallery"
 
 
+def apart(page, one: str, other: str) -> bool:
+    """Whether two elements' boxes do not overlap (the pause button once sat on the filter)."""
+    a, b = page.locator(one).bounding_box(), page.locator(other).bounding_box()
+    assert a and b
+    return (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+            or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])  # fmt: skip
+
+
 def post_through_the_api(page, live_server, token: str, items: list[dict]) -> list[str]:
     ids = []
     for item in items:
@@ -52,6 +60,7 @@ def test_an_operator_finds_tasks_by_their_item_and_cancels_them_all_by_filter(
     assert page.locator("#tasks tbody tr").count() == 12
     expect(page.locator("#tasks")).to_contain_text("<script>alert(1)</script>")  # as text
     assert_fits(page)
+    assert apart(page, "button:has-text('Pause claims')", "form.filters")
     shoot(page, "desktop")
 
     # A malformed search says what is wrong, and lists nothing to act on.
@@ -96,6 +105,7 @@ def test_an_operator_finds_tasks_by_their_item_and_cancels_them_all_by_filter(
     page.goto(f"{live_server.url}/console/{HOST}/{NAME}/")
     expect(page.locator("details.settings-glance dl")).to_be_visible()  # open by default
     assert_fits(page)
+    assert apart(page, "button:has-text('Pause claims')", "form.filters")
     scroller = page.locator(".table-scroll")
     assert scroller.evaluate("e => e.scrollWidth > e.clientWidth")  # the table scrolls in its box
     shoot(page, "phone")
