@@ -15,6 +15,7 @@ from queues.access import operated_queues
 from queues.activity import Activity, activity
 from queues.charts import activity_chart
 from queues.models import Queue
+from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
 from queues.store import NotFound, QueueStats, StoreError, Task
 from tasklogs.health import IngestLag, ingest_lag
@@ -30,6 +31,7 @@ class QueueRow:
     stats: QueueStats | None  # None: never posted to (the store has nothing of it)
     activity: Activity
     chart: SafeString
+    workers: int  # distinct workers that claimed or reported in the last 15 minutes
 
     @property
     def never_posted(self) -> bool:
@@ -53,6 +55,7 @@ class QueueRow:
             **self.activity.totals(),
             "ended_last_hour": self.activity.ended_last_hour,
             "failure_rate": self.activity.failure_rate,
+            "workers": self.workers,
             "chart": str(self.chart),
         }
 
@@ -60,6 +63,7 @@ class QueueRow:
 @dataclass(frozen=True, kw_only=True)
 class Dashboard:
     rows: list[QueueRow]
+    failures: list[Failure]  # the latest failures among these queues, newest first
     lag: IngestLag | None  # Task Logs is behind the store's log: its numbers stop at lag.oldest_t
     now_s: int
 
@@ -67,24 +71,30 @@ class Dashboard:
 EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
 
 
-def dashboard(user: User, *, now_ms: int) -> Dashboard:
+def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboard:
     """Every queue the user operates: the store's counts (from the names in its directories
-    and its pending index, never a task file) and one aggregate query over the last day's events."""
+    and its pending index, never a task file) and aggregate queries over the ingested events.
+    The refresh leaves the recent failures out: it updates the table's numbers only."""
     store = get_store()
     queues = list(operated_queues(user))
     now_s = now_ms // 1000
-    days = activity([(q.host.name, q.name) for q in queues], now_s=now_s)
+    keys = [(q.host.name, q.name) for q in queues]
+    days = activity(keys, now_s=now_s)
+    workers = workers_seen(keys, now_s=now_s)
     rows = []
     for queue in queues:
         try:
             stats: QueueStats | None = store.stats(queue.host.name, queue.name, now=now_ms)
         except NotFound:
             stats = None
-        day = days[(queue.host.name, queue.name)]
-        rows.append(QueueRow(queue=queue, stats=stats, activity=day,
-                             chart=activity_chart(day, label=str(queue))))  # fmt: skip
+        key = (queue.host.name, queue.name)
+        day, chart = days[key], activity_chart(days[key], label=str(queue))
+        rows.append(
+            QueueRow(queue=queue, stats=stats, activity=day, chart=chart, workers=workers[key])
+        )
     lag = ingest_lag(Path(settings.TASKHOSTER_LOGS_DIR) / "tasks", now_s=now_s) if queues else None
-    return Dashboard(rows=rows, lag=lag, now_s=now_s)
+    failures = recent_failures(keys) if with_failures else []
+    return Dashboard(rows=rows, failures=failures, lag=lag, now_s=now_s)
 
 
 def operated_queue(user: User, host: str, name: str) -> Queue:

@@ -12,10 +12,11 @@ from queues.store.archive import PER_EVENT_KINDS
 def payload_url(
     host: str, queue: str, task_id: str, kind: str, *, attempts: int, event: str
 ) -> str:
+    """The page that shows the payload with what it is; it links the raw file."""
     if kind in PER_EVENT_KINDS:
         args = [host, queue, task_id, kind, attempts, event]
-        return reverse("tasklogs:event-payload", args=args)
-    return reverse("tasklogs:payload", args=[host, queue, task_id, kind])
+        return reverse("tasklogs:event-payload-page", args=args)
+    return reverse("tasklogs:payload-page", args=[host, queue, task_id, kind])
 
 
 def payload_label(kind: str, *, attempts: int, event: str) -> str:

@@ -212,8 +212,11 @@ def test_settings_at_a_glance_and_the_links(resize):
     assert f'href="/admin/queues/queue/{resize.pk}/change/"' in page
     assert f'href="/console/{HOST}/{NAME}/insight/"' in page
     assert f'href="/logs/?host={HOST}&amp;queue={NAME}"' in page
-    operator = page_of(client_for("olga", role="operator", queue=resize))
+    olga = client_for("olga", role="operator", queue=resize)
+    operator = page_of(olga)
     assert "/admin/queues/queue/" not in operator and "<dt>lease</dt>" in operator
+    logs = olga.get(f"/logs/?host={HOST}&queue={NAME}").content.decode()  # the link, followed
+    assert f'<option value="{NAME}" selected>' in logs
     form = admin.get(f"/admin/queues/queue/{resize.pk}/change/").content.decode()
     assert f'href="/console/{HOST}/{NAME}/"' in form
 
