@@ -19,19 +19,10 @@ from queues.charts import activity_chart
 from queues.models import Queue
 from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
-from queues.store import (
-    STATUSES,
-    InvalidItem,
-    NotFound,
-    QueueStats,
-    StoreError,
-    Task,
-    TaskPage,
-)
+from queues.store import InvalidItem, NotFound, QueueStats, StoreError, Task
 from tasklogs.health import IngestLag, ingest_lag
 
 User = AbstractBaseUser | AnonymousUser
-PAGE_SIZE = 50
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,9 +74,9 @@ EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldes
 
 
 def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboard:
-    """Every queue the user operates: the store's counts (from its directory listings and
-    pending index, never a task file) and aggregate queries over the ingested events. The
-    refresh leaves the recent failures out: it updates the table's numbers only."""
+    """Every queue the user operates: the store's counts (from the names in its directories
+    and its pending index, never a task file) and aggregate queries over the ingested events.
+    The refresh leaves the recent failures out: it updates the table's numbers only."""
     store = get_store()
     queues = list(operated_queues(user))
     now_s = now_ms // 1000
@@ -116,22 +107,16 @@ def operated_queue(user: User, host: str, name: str) -> Queue:
     return queue
 
 
-def queue_tasks(queue: Queue, *, status: str | None, page: int) -> TaskPage:
-    wanted = status if status in STATUSES else None
-    try:
-        return get_store().list_tasks(
-            queue.host.name, queue.name, status=wanted,
-            limit=PAGE_SIZE, offset=max(page - 1, 0) * PAGE_SIZE,
-        )  # fmt: skip
-    except NotFound:
-        return TaskPage(count=0, tasks=[])
-
-
 def task_of(queue: Queue, task_id: str) -> Task:
     try:
         return get_store().read(queue.host.name, queue.name, task_id)
     except StoreError:
         raise Http404("No such task.") from None
+
+
+# The verbs act_on_task knows, in the order the console offers them (the queue page's bulk
+# actions offer each one its tab's state allows: queue_page.VALID_IN).
+TASK_ACTIONS: tuple[str, ...] = ("cancel", "retry", "requeue", "delete")
 
 
 def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:

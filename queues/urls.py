@@ -12,6 +12,7 @@ urlpatterns = [
     path("console/queues.json", views.dashboard_json, name="dashboard-json"),
     path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),
     path("console/<str:host>/<str:queue>/pause", views.queue_pause, name="queue-pause"),
+    path("console/<str:host>/<str:queue>/bulk", views.queue_bulk, name="queue-bulk"),
     path("console/<str:host>/<str:queue>/insight/", views.queue_insight, name="insight"),
     path("console/<str:host>/<str:queue>/<task_id:task_id>/", views.task_page, name="task"),
     path(

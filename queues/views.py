@@ -11,9 +11,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from queues import console, insight
+from queues.bulk_form import BulkFormError, BulkRequest
+from queues.bulk_steps import next_step
 from queues.charts import activity_chart
 from queues.models import Queue
-from queues.store import STATUSES, InvalidItem, InvalidRequest, PayloadTooLarge, StoreError, Task
+from queues.queue_page import queue_page as queue_page_of
+from queues.queue_page import settings_glance
+from queues.store import InvalidItem, InvalidRequest, PayloadTooLarge, StoreError, Task
 from queues.task_detail import task_detail
 from queues.templatetags.console import pretty_json
 from schedules.console import schedule_rows
@@ -47,14 +51,34 @@ def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 @login_required
 def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     found = console.operated_queue(request.user, host, queue)
-    status = request.GET.get("status") or None
-    page = _page_number(request.GET.get("page"))
-    tasks = console.queue_tasks(found, status=status, page=page)
-    last_page = max((tasks.count + console.PAGE_SIZE - 1) // console.PAGE_SIZE, 1)
+    now_ms = _now_ms()
+    shown = queue_page_of(found, request.GET, known_actions=console.TASK_ACTIONS, now_ms=now_ms)
     return render(request, "console/queue.html", {
-        "queue": found, "tasks": tasks, "status": status, "statuses": STATUSES,
-        "page": page, "last_page": last_page,
+        "queue": found, "view": shown, "now_ms": now_ms,
+        "settings_glance": settings_glance(found),
         "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
+    })  # fmt: skip
+
+
+@login_required
+@require_POST
+def queue_bulk(request: HttpRequest, host: str, queue: str) -> HttpResponse:
+    """Bulk actions: first the count to confirm, then one chunk per request until done."""
+    found = console.operated_queue(request.user, host, queue)
+    back = reverse("queues:queue", args=[host, queue])
+    try:
+        asked = BulkRequest.from_post(request.POST, known_actions=console.TASK_ACTIONS)
+    except BulkFormError as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    if asked.filter.query():
+        back += f"?{asked.filter.query()}"
+    step = next_step(found, asked, by=request.user.get_username())
+    if step.kind == "done":
+        messages.success(request, f"{asked.action}: {asked.tally.summary()}.")
+        return redirect(back)
+    return render(request, "console/bulk.html", {
+        "queue": found, "asked": asked, "step": step, "back": back,
     })  # fmt: skip
 
 
@@ -141,7 +165,3 @@ def queue_pause(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _page_number(raw: str | None) -> int:
-    return int(raw) if raw and raw.isdigit() and 0 < int(raw) < 1_000_000 else 1

@@ -3,9 +3,9 @@
 Plain Python with no Django import, so it can be tested, benchmarked and swept on its own.
 
 Where to read: store.py (QueueStore, the public face) delegates each verb to the module that
-holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry,
-requeue, delete, repost), claiming
-(claim, wait_claim), working (progress, finish, fail), listing (list_tasks, stats) and sweep.
+holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry, requeue,
+delete, repost), claiming (claim, wait_claim), working (progress, finish, fail), listing
+(list_tasks, stats), selecting (find, state_counts: the console's queue page) and sweep.
 They share core.py's QueueCore, the one place a record is written and logged, checked against
 records.py's table of transitions. Below them: openqueues (the queues a process keeps open, each
 held while a verb uses it), copies (a task's copies and its lock), posting, index (claim
@@ -35,6 +35,7 @@ from .eventlog import EventLog
 from .paths import STATE_DIRS
 from .records import STATUSES, Lease, State, Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage
+from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
 from .store import QueueStore, preview_sweep, sweep_all, sweep_queue
 from .sweep import SweepReport
@@ -46,6 +47,7 @@ __all__ = [
     "STATUSES",
     "CorruptRecord",
     "EventLog",
+    "Found",
     "IdempotencyKeyReused",
     "InvalidItem",
     "InvalidName",
@@ -59,6 +61,7 @@ __all__ = [
     "NotFound",
     "NotRequeueable",
     "NotRetryable",
+    "OrderKey",
     "PayloadTooLarge",
     "PostResult",
     "QueueFull",
@@ -66,7 +69,9 @@ __all__ = [
     "QueueStats",
     "QueueStore",
     "Reported",
+    "Selection",
     "State",
+    "StateCounts",
     "StorageUnavailable",
     "StoreConfig",
     "StoreError",

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import copies, files, paths, posting
 from .archive import PayloadArchive
+from .dircount import DirCounts
 from .eventlog import NO_REASON, Because, EventLog
 from .index import PendingIndex
 from .inotify import changes
@@ -39,20 +40,26 @@ class QueueCore:
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
         self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
-        # a queue's listing index is used only while the queue is held, and goes when it closes
+        # a queue's listing index and its directory counts are used only while the queue is
+        # held, and go when it closes
         self.listings = ListingIndexes(changes)
+        self.dir_counts = DirCounts(changes)
         self._queues = OpenQueues(
             self.root_fd,
             limit=config.open_queues,
             fsync=config.fsync,
             lock=self.lock,
-            on_close=self.listings.drop,
+            on_close=self._closed,
         )
         self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
     def close(self) -> None:
         with self.lock:
             self._finalizer()
+
+    def _closed(self, host: str, queue: str) -> None:
+        self.listings.drop(host, queue)
+        self.dir_counts.drop(host, queue)
 
     # -- places -----------------------------------------------------------------------------
 
@@ -197,6 +204,6 @@ class QueueCore:
 
 
 def _close(root_fd: int, queues: OpenQueues, log: EventLog) -> None:
-    queues.close()  # and with each queue, its listing index
+    queues.close()  # and with each queue, its listing index and directory counts
     log.close()
     os.close(root_fd)

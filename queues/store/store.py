@@ -5,6 +5,7 @@
 - claiming: claim, wait_claim
 - working: progress, finish, fail
 - listing: list_tasks, stats
+- selecting: find, state_counts (the console's queue page)
 - sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store)
 
 What they share (directories, pending indexes, the lock, the event log, and `apply`, the one
@@ -17,11 +18,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from . import claiming, listing, operating, producing, sweep, sweep_preview, working
+from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
 from .core import QueueCore
 from .paths import QueueDirs
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
+from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
 from .sweep import SweepReport
 from .sweep_preview import SweepPreview
@@ -187,6 +189,35 @@ class QueueStore:
 
     def stats(self, host: str, queue: str, *, now: int | None = None) -> QueueStats:
         return listing.stats(self.core, host, queue, now=now)
+
+    def find(
+        self,
+        host: str,
+        queue: str,
+        selection: Selection,
+        *,
+        newest_first: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+        after: OrderKey | None = None,
+        until: OrderKey | None = None,
+        budget: int = 2_000,
+    ) -> Found:
+        return selecting.find(
+            self.core,
+            host,
+            queue,
+            selection,
+            newest_first=newest_first,
+            limit=limit,
+            offset=offset,
+            after=after,
+            until=until,
+            budget=budget,
+        )
+
+    def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts:
+        return selecting.state_counts(self.core, host, queue, now=now)
 
     # -- workers ----------------------------------------------------------------------------
 
