@@ -8,16 +8,6 @@ from queues.services import get_store
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def resize(make_queue):
-    return make_queue("task.example.com", "resize")
-
-
-@pytest.fixture
-def other(make_queue):
-    return make_queue("other.example.com", "secret")
-
-
 def client_for(username: str, *, role: str | None = None, queue=None, **flags) -> Client:
     user = User.objects.create_user(username, password="pw-" + username, **flags)
     if role:

@@ -23,16 +23,6 @@ pytestmark = pytest.mark.django_db
 MIN = 60_000
 
 
-@pytest.fixture
-def resize(make_queue):
-    return make_queue("task.example.com", "resize")
-
-
-@pytest.fixture
-def other(make_queue):
-    return make_queue("other.example.com", "secret")
-
-
 def rows(client: Client) -> dict[str, dict]:
     data = client.get("/console/queues.json").json()
     return {f"{q['host']}/{q['queue']}": q for q in data["queues"]}

@@ -20,16 +20,6 @@ URL = "/console/task.example.com/resize/insight/"
 NOW = 1_735_689_600_000  # 2025-01-01T00:00:00Z, for the service's own tests
 
 
-@pytest.fixture
-def resize(make_queue):
-    return make_queue("task.example.com", "resize")
-
-
-@pytest.fixture
-def other(make_queue):
-    return make_queue("other.example.com", "secret")
-
-
 def measures(queue, now=NOW):
     return {m.measure.name: m for m in queue_insight(queue, now_ms=now).measures}
 

@@ -24,11 +24,6 @@ T0 = 1_751_500_000_000
 
 
 @pytest.fixture
-def resize(make_queue):
-    return make_queue(HOST, NAME)
-
-
-@pytest.fixture
 def staff():
     return client_for("sam", is_staff=True)
 
