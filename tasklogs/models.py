@@ -31,14 +31,19 @@ class TaskEvent(models.Model):
     )
     # The line's optional fields, absent from most lines: stored as "" and false, as a null
     # worker is (the parser refuses an empty name, so "" is never a real one).
-    by = models.CharField(max_length=150, blank=True, default="",
+    # The columns added after the first release also carry their defaults in the database
+    # (db_default), so a row written without them (an ingester of the release before, a bulk
+    # load in SQL) stores "" and false, not a refused NULL.
+    by = models.CharField(max_length=150, blank=True, default="", db_default="",
                           help_text="The operator whose action it was.")  # fmt: skip
     origin = models.CharField(
-        "re-posted from", max_length=16, blank=True, default="",
+        "re-posted from", max_length=16, blank=True, default="", db_default="",
         help_text="The task whose archived item this task was re-posted from.",
     )  # fmt: skip
-    edited = models.BooleanField(default=False, help_text="The operator edited the item.")
-    lapsed = models.BooleanField(default=False, help_text="The sweep found the lease lapsed.")
+    edited = models.BooleanField(default=False, db_default=False,
+                                 help_text="The operator edited the item.")  # fmt: skip
+    lapsed = models.BooleanField(default=False, db_default=False,
+                                 help_text="The sweep found the lease lapsed.")  # fmt: skip
     file = models.CharField("day-file", max_length=64)
     offset = models.BigIntegerField("byte offset")
     digest = models.BigIntegerField(help_text="64-bit hash of the raw line.")

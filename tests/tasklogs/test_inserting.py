@@ -61,3 +61,21 @@ def test_postgres_copies_through_a_staging_table_left_behind_by_no_chunk() -> No
         cursor.execute("SELECT to_regclass(%s)", [inserting.STAGING])
         assert cursor.fetchone() == (None,)
     assert TaskEvent.objects.count() == LINES
+
+
+def test_a_row_written_without_the_later_columns_gets_their_defaults() -> None:
+    """An ingester of the release before knows nothing of by, origin, edited and lapsed: its
+    rows store "" and false (the database's own defaults), not a refused NULL."""
+    columns = [c for c in inserting.COLUMNS if c not in ("by", "origin", "edited", "lapsed")]
+    row = dict(zip(inserting.COLUMNS, chunk_rows()[0], strict=True))
+    table = connection.ops.quote_name(TaskEvent._meta.db_table)
+    names = ", ".join(
+        connection.ops.quote_name(TaskEvent._meta.get_field(c).column) for c in columns
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})",
+            [row[c] for c in columns],
+        )
+    stored = TaskEvent.objects.get()
+    assert (stored.by, stored.origin, stored.edited, stored.lapsed) == ("", "", False, False)
