@@ -11,6 +11,7 @@ held while a verb uses it), copies (a task's copies and its lock), posting, inde
 candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
 """
 
+from .batch import MAX_BATCH, PostEntry, Report
 from .errors import (
     CorruptRecord,
     IdempotencyKeyReused,
@@ -37,6 +38,7 @@ from .sweep import SweepReport
 
 __all__ = [
     "ANY",
+    "MAX_BATCH",
     "STATE_DIRS",
     "STATUSES",
     "CorruptRecord",
@@ -52,11 +54,13 @@ __all__ = [
     "NotFound",
     "NotRetryable",
     "PayloadTooLarge",
+    "PostEntry",
     "PostResult",
     "QueueFull",
     "QueueSettings",
     "QueueStats",
     "QueueStore",
+    "Report",
     "Reported",
     "State",
     "StorageUnavailable",

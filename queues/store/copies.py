@@ -106,3 +106,28 @@ def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
         files.write_durable(qd.fd(target), name, data, fsync=fsync)
     else:
         files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)
+
+
+def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) -> None:
+    """commit() for a batch of (source directory, new record), sharing the directory fsyncs.
+
+    Content first, as for one task: every new record is written (each file fsynced before its
+    rename) into its directory, then each destination directory is fsynced once; only then
+    are the old copies unlinked, and each directory they left is fsynced once."""
+    syncs = files.DirSyncs(fsync=fsync)
+    moved = []
+    for source, new in changes:
+        target = new.status.directory
+        name = paths.task_file(new.id)
+        target_fd = qd.fd(target)
+        temp = files.write_temp(target_fd, orjson.dumps(new.to_record()), fsync=fsync)
+        files.commit_temp(target_fd, temp, name, fsync=False)
+        syncs.owe(target_fd)
+        if target != source:
+            moved.append((source, name))
+    syncs.flush()  # every destination is durable before any source goes
+    for source, name in moved:
+        source_fd = qd.fd(source)
+        files.unlink(source_fd, name, fsync=False)
+        syncs.owe(source_fd)
+    syncs.flush()

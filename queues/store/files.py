@@ -126,6 +126,31 @@ def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         _call("fsync_dir", os.fsync, dir_fd)
 
 
+def sync_dir(dir_fd: int) -> None:
+    """Make the entries of a directory durable (after the renames and unlinks made in it)."""
+    _call("fsync_dir", os.fsync, dir_fd)
+
+
+class DirSyncs:
+    """The directory fsyncs a batch owes, each directory synced once for all of its entries
+    (group commit within one call): the renames of a batch's files come first, then one fsync
+    per directory they touched, and only then is anything acknowledged or unlinked."""
+
+    def __init__(self, *, fsync: bool) -> None:
+        self.fsync = fsync
+        self._owed: dict[int, None] = {}  # ordered: the order the directories were touched
+
+    def owe(self, dir_fd: int) -> None:
+        if self.fsync:
+            self._owed[dir_fd] = None
+
+    def flush(self) -> None:
+        while self._owed:
+            dir_fd = next(iter(self._owed))
+            sync_dir(dir_fd)
+            del self._owed[dir_fd]  # only once synced: a failed fsync leaves it owed
+
+
 def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
     """Temp-then-rename, so no reader ever sees a half-written file."""
     commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)

@@ -78,8 +78,9 @@ def check_options(settings: QueueSettings, priority: Any, delay: Any, key: str |
         raise InvalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
 
 
-def check_room(pending: int, settings: QueueSettings) -> None:
-    if pending >= settings.max_pending:
+def check_room(pending: int, settings: QueueSettings, adding: int = 1) -> None:
+    """Room for `adding` more pending tasks (a batch is admitted whole or not at all)."""
+    if pending + adding > settings.max_pending:
         raise QueueFull(retry_after=max(1, min(settings.lease_seconds, 60)))
 
 
@@ -130,6 +131,83 @@ def settle_key(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
             continue  # the key was cleaned in between: take it
         return None
     raise StorageUnavailable("The idempotency key kept changing; try again.")
+
+
+def check_keys(qd: QueueDirs, keyed: list[tuple[int, Task]]) -> None:
+    """Refuse a batch (naming the entry) whose Idempotency-Key was already used with another
+    item, before anything of the batch is written."""
+    keys = qd.fd(paths.KEYS_DIR)
+    for index, task in keyed:
+        assert task.idempotency_key is not None
+        try:
+            key = orjson.loads(
+                files.read_at(keys, paths.key_file(task.posted_by, task.idempotency_key))
+            )
+        except FileNotFoundError:
+            continue
+        if key.get("item") != item_hash(task.item):
+            raise IdempotencyKeyReused().at(index)
+
+
+def settle_keys(qd: QueueDirs, keyed: list[tuple[int, Task]], *, fsync: bool) -> dict[str, Task]:
+    """settle_key for each keyed task of a batch (with its index), sharing one fsync of the
+    keys directory: every key is published, then the directory is synced once, before any
+    task is written. Returns the prior task of each replayed one, by the new task's id.
+
+    A refusal met on the way (a key that another process used with another item since
+    check_keys looked) takes back the keys this batch published, so nothing of it stays."""
+    keys = qd.fd(paths.KEYS_DIR)
+    priors: dict[str, Task] = {}
+    published: list[str] = []
+    syncs = files.DirSyncs(fsync=fsync)
+    try:
+        for index, task in keyed:
+            assert task.idempotency_key is not None
+            key_name = paths.key_file(task.posted_by, task.idempotency_key)
+            key_data = orjson.dumps(
+                {"id": task.id, "item": item_hash(task.item), "record": task.to_record()}
+            )
+            for _ in range(3):
+                try:
+                    temp = files.write_temp(keys, key_data, fsync=fsync)
+                    files.publish_new(keys, temp, key_name, fsync=False)
+                except FileExistsError:
+                    try:
+                        prior = _replay(qd, key_name, task, fsync=fsync)
+                    except IdempotencyKeyReused as exc:
+                        raise exc.at(index) from exc
+                    if prior is None:
+                        continue  # the key was cleaned in between: take it
+                    priors[task.id] = prior
+                else:
+                    published.append(key_name)
+                    syncs.owe(keys)
+                break
+            else:
+                raise StorageUnavailable("The idempotency key kept changing; try again.")
+        syncs.flush()
+    except BaseException:
+        for key_name in published:  # no task of this batch was written: its keys go too
+            files.discard(keys, key_name)
+        raise
+    return priors
+
+
+def write_tasks(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> None:
+    """write_task for a batch: each file written and fsynced, renamed into pending/, then one
+    fsync of pending/ for them all (the acknowledgement comes after it)."""
+    pending = qd.fd("pending")
+    syncs = files.DirSyncs(fsync=fsync)
+    for task in tasks:
+        temp = files.write_temp(pending, orjson.dumps(task.to_record()), fsync=fsync)
+        if task.idempotency_key is None:
+            files.commit_temp(pending, temp, paths.task_file(task.id), fsync=False)
+        else:
+            # FileExistsError: a replaying poster completed it from the key first, the same
+            with contextlib.suppress(FileExistsError):
+                files.publish_new(pending, temp, paths.task_file(task.id), fsync=False)
+        syncs.owe(pending)
+    syncs.flush()
 
 
 def write_task(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
