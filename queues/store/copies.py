@@ -109,21 +109,34 @@ def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
 
 
 def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) -> None:
-    """commit() for a batch of (source directory, new record), sharing the directory fsyncs.
+    """commit() for a batch of (source directory, new record), sharing the flushes.
 
-    Content first, as for one task: every new record is written (each file fsynced before its
-    rename) into its directory, then each destination directory is fsynced once; only then
-    are the old copies unlinked, and each directory they left is fsynced once."""
+    Content first, as for one task: every new record is written into its directory and
+    fsynced (files.write_temps: all at once), then renamed into place, then each destination
+    directory is fsynced once; only then are the old copies unlinked, and each directory they
+    left is fsynced once."""
     syncs = files.DirSyncs(fsync=fsync)
+    targets = [qd.fd(new.status.directory) for _, new in changes]
+    temps = files.write_temps(
+        [
+            (fd, orjson.dumps(new.to_record()))
+            for fd, (_, new) in zip(targets, changes, strict=True)
+        ],
+        fsync=fsync,
+    )
     moved = []
-    for source, new in changes:
-        target = new.status.directory
+    for index, ((source, new), target_fd, temp) in enumerate(
+        zip(changes, targets, temps, strict=True)
+    ):
         name = paths.task_file(new.id)
-        target_fd = qd.fd(target)
-        temp = files.write_temp(target_fd, orjson.dumps(new.to_record()), fsync=fsync)
-        files.commit_temp(target_fd, temp, name, fsync=False)
+        try:
+            files.commit_temp(target_fd, temp, name, fsync=False)
+        except BaseException:
+            for later_fd, later in zip(targets[index + 1 :], temps[index + 1 :], strict=True):
+                files.discard(later_fd, later)
+            raise
         syncs.owe(target_fd)
-        if target != source:
+        if new.status.directory != source:
             moved.append((source, name))
     syncs.flush()  # every destination is durable before any source goes
     for source, name in moved:

@@ -157,7 +157,7 @@ class QueueCore:
         *,
         now: int,
         worker: str | None,
-        settings: QueueSettings,
+        settings: QueueSettings | None,
     ) -> list[Task]:
         """apply() for a batch of changes of locked tasks: the records are written content
         first with one fsync per directory touched (copies.commit_many), then every event
@@ -166,7 +166,7 @@ class QueueCore:
             check_transition(change.new.id, change.old.status, change.new.status, change.event)
         archived = [
             [self._archive(c.new, c.event, kind, body) for kind, body in c.archive.items()]
-            if settings.archive_payloads
+            if settings is not None and settings.archive_payloads
             else []
             for c in changes
         ]

@@ -80,7 +80,7 @@ def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
         timeout=120,
     )
     calls = []
-    for line in out.read_text().splitlines():
+    for line in _joined(out.read_text().splitlines()):
         m = _LINE.match(line)
         if not m:
             continue
@@ -92,6 +92,26 @@ def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
             continue
         calls.append((call, _paths(args)))
     return calls
+
+
+_UNFINISHED = re.compile(r"^(\d+)\s+(.*) <unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. \w+ resumed>(.*)$")
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """strace -f splits a call that another thread's call interrupted into "<unfinished ...>"
+    and "<... resumed>" lines (a batch's fsyncs run in several threads): each is joined back
+    into one line, placed where the call returned (when its result became known)."""
+    started: dict[str, str] = {}
+    joined = []
+    for line in lines:
+        if m := _UNFINISHED.match(line):
+            started[m.group(1)] = m.group(2)
+        elif (m := _RESUMED.match(line)) and m.group(1) in started:
+            joined.append(f"{m.group(1)} {started.pop(m.group(1))}{m.group(2)}")
+        else:
+            joined.append(line)
+    return joined
 
 
 def _paths(args: str) -> list[str]:

@@ -275,3 +275,70 @@ def test_a_batch_finish_shares_the_fsyncs_of_each_directory_and_of_the_log(tmp_p
     finally:
         files.FAULTS.reset()
         h.close()
+
+
+@pytest.mark.parametrize("kind", ["fsync", "rename", "fsync_dir", "append"])
+def test_a_failed_write_in_a_batch_post_acknowledges_nothing(tmp_path, kind):
+    import errno
+
+    from queues.store import StorageUnavailable
+
+    h = Harness(tmp_path, fsync=True)
+    try:
+        h.store.create_queue(HOST, QUEUE)
+        files.FAULTS.reset()
+        nth = 2 if kind in ("fsync", "rename") else 1  # the second file's, or the one there is
+        files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = kind, nth, errno.EIO
+        try:
+            with pytest.raises(StorageUnavailable):
+                post_many(h, entries(5))
+        finally:
+            files.FAULTS.reset()
+        assert h.temp_files() == []  # every temp of the batch was taken back
+        if kind in ("fsync", "rename"):  # before any rename completed, or at the second one
+            assert len(list((h.queue_dir / "pending").glob("*.json"))) <= 1
+        assert h.events() == []  # nothing was logged, so nothing was acknowledged
+        assert len(post_many(h, entries(5))) == 5  # and the next batch goes through
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("kind", ["fsync", "rename", "fsync_dir"])
+def test_a_failed_write_in_a_batch_finish_or_claim_leaves_the_old_state(tmp_path, kind):
+    import errno
+
+    from queues.store import StorageUnavailable
+
+    h = Harness(tmp_path, fsync=True)
+    try:
+        post_many(h, entries(6))
+        nth = 2 if kind in ("fsync", "rename") else 1  # the second file's, or the first directory
+        files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = kind, nth, errno.EIO
+        try:
+            with pytest.raises(StorageUnavailable):
+                h.store.claim(HOST, QUEUE, settings=SETTINGS, worker=WORKER, max_tasks=3,
+                              now=T0 + 1000)  # fmt: skip
+        finally:
+            files.FAULTS.reset()
+        assert h.temp_files() == []
+        assert [e["event"] for e in h.events()] == ["posted"] * 6  # no claim acknowledged
+        if kind != "fsync_dir":  # the renames back to pending/ ran: every task is claimable
+            assert len(list((h.queue_dir / "pending").glob("*.json"))) == 6
+        tasks = h.store.claim(HOST, QUEUE, settings=SETTINGS, worker=WORKER, max_tasks=3,
+                              now=T0 + 1000)  # fmt: skip
+        assert len(tasks) == 3
+        files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = kind, nth, errno.EIO
+        reports = [Report(task_id=t.id, attempt=1, outcome="result", result={}) for t in tasks]
+        try:
+            with pytest.raises(StorageUnavailable):
+                finish_many(h, reports)
+        finally:
+            files.FAULTS.reset()
+        assert h.temp_files() == []
+        assert [e["event"] for e in h.events()].count("result") == 0
+        if kind != "fsync_dir":
+            assert all(h.where(t.id) == ["processing"] for t in tasks[1:])
+        answers = finish_many(h, reports, now=T0 + 3000)
+        assert all(a.task.status is State.FINISHED for a in answers)
+    finally:
+        h.close()
