@@ -130,7 +130,9 @@ def run_worker(
     together are reported together: one batch finish (POST .../finish) takes every outcome
     that queued while the previous one was in flight, so a quick pool drains up to 100 tasks
     in two requests, while a lone outcome is never held back to wait for company. A cancelled
-    task is still reported on its own. `batch=False` reports each outcome alone.
+    task is still reported on its own. `batch=False` reports each outcome alone; with
+    `concurrency=1` only one outcome is ever waiting, so a quick handler runs best with a high
+    `concurrency` (up to 100 tasks per claim and per report).
 
     A claim refused for good (a wrong token, a queue that does not exist or is not yours:
     401, 403, 404) raises `ApiError`, since no later claim can do better; connection errors,
