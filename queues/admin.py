@@ -6,12 +6,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
+from django.forms.models import construct_instance
 from django.http import HttpRequest
 from django.utils import timezone
 
 from queues.admin_widgets import SECONDS_FIELDS, BlankableJSONField, SecondsInput
 from queues.durations import readable_seconds
 from queues.models import ApiToken, Host, Queue, QueueAccess
+from queues.settings_preview import SettingsPreview, preview_settings
 from queues.tokens import issue_token, revoke_token
 
 admin.site.site_header = "taskhoster"
@@ -68,8 +70,66 @@ class QueueAccessInline(admin.TabularInline):
     extra = 1
 
 
+PREVIEW_BUTTON = "_preview_sweep"
+# The settings the sweep's rules read from the queue (a lease's length and the attempt budget
+# are stamped on each task when it is claimed or posted, so changing them acts on new ones only).
+SWEEP_FIELDS = frozenset({"queue_seconds", "retain_seconds", "retain_from", "max_retain_seconds"})
+
+
+class QueueForm(forms.ModelForm):
+    """The queue's settings, and before they are saved a preview of the next sweep with them:
+    shown on "Preview the next sweep" (nothing saved), and required to be seen (a tick) when
+    they would make the sweep fail, requeue or delete more tasks than the settings now."""
+
+    confirm_sweep = forms.BooleanField(
+        required=False,
+        label="Save even so",
+        help_text="The next sweep will act on the tasks counted in the preview below.",
+    )
+
+    class Meta:
+        model = Queue
+        # the admin's fieldsets choose what is shown; these are every setting among them
+        fields = (
+            *("host", "name", "paused", "queue_seconds", "lease_seconds", "max_attempts"),
+            *("backoff_seconds", "backoff_factor", "backoff_cap_seconds", "retain_seconds"),
+            *("retain_from", "max_retain_seconds", "archive_payloads", "max_item_bytes"),
+            *("max_pending", "item_schema", "public_post"),
+        )
+
+    sweep_preview: SettingsPreview | None = None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors or cleaned.get("host") is None:
+            return cleaned
+        asked = PREVIEW_BUTTON in self.data
+        if not asked and not (self.instance.pk and SWEEP_FIELDS & set(self.changed_data)):
+            return cleaned  # the sweep's rules read none of what changed: no files to read
+        candidate = construct_instance(self, Queue(), exclude=["id"])
+        saved = (
+            Queue.objects.select_related("host").get(pk=self.instance.pk)
+            if self.instance.pk
+            else None
+        )
+        self.sweep_preview = preview_settings(saved, candidate)
+        if asked:
+            raise forms.ValidationError(
+                "Preview only: nothing was saved. The preview is below the settings.",
+                code="preview",
+            )
+        if self.sweep_preview.more and not cleaned.get("confirm_sweep"):
+            raise forms.ValidationError(
+                "With these settings the next sweep acts on more tasks (see the preview below "
+                "the settings). Tick “Save even so” to save them.",
+                code="sweep_preview",
+            )
+        return cleaned
+
+
 @admin.register(Queue)
 class QueueAdmin(QueueFields, admin.ModelAdmin):
+    form = QueueForm
     # Short headings and the three switches in one column: beside the admin's side bar and
     # filters, the list must fit a 1400 px screen without scrolling sideways.
     list_display = (
@@ -125,6 +185,14 @@ class QueueAdmin(QueueFields, admin.ModelAdmin):
         (
             "Limits and posting",
             {"fields": ("max_item_bytes", "max_pending", "item_schema", "public_post")},
+        ),
+        (
+            "Before saving",
+            {
+                "description": "Settings that would make the next sweep fail, requeue or "
+                "delete more tasks are saved only once you have seen the preview.",
+                "fields": ("confirm_sweep",),
+            },
         ),
     )
 

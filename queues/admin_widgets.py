@@ -27,7 +27,7 @@ class SecondsInput(forms.NumberInput):
     words in step while the admin types."""
 
     class Media:
-        js = ["console/seconds.js"]
+        js = ["console/words.js", "console/seconds.js"]
 
     def render(
         self,

@@ -20,6 +20,7 @@ from queues.activity import BUCKET_SECONDS, BUCKETS, Activity, Series
 STEP = 4  # px per half hour
 WIDTH, HEIGHT = BUCKETS * STEP, 36
 TOP = 2  # px kept free above the highest value
+_NOTHING = format_html("{}", "")  # an empty part of the markup
 _CHART = (
     '<svg class="chart{quiet}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" '
     'width="{w}" height="{h}" role="img" aria-label="{summary}"><title>{summary}</title>'
@@ -67,12 +68,12 @@ def _bars(series: Series, scale: int) -> SafeString:
         for i, n in enumerate(series)
         if n
     )
-    return format_html('<path d="{}"></path>', outline) if outline else SafeString()
+    return format_html('<path d="{}"></path>', outline) if outline else _NOTHING
 
 
 def _line(name: str, series: Series, scale: int) -> SafeString:
     if not any(series):
-        return SafeString()
+        return _NOTHING
     points = " ".join(f"{i * STEP + STEP / 2:g},{_y(n, scale):g}" for i, n in enumerate(series))
     return format_html('<polyline class="{}" points="{}"></polyline>', name, points)
 

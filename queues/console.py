@@ -3,8 +3,10 @@
 Views call these; these call the store with the queue's own settings. Nothing here renders.
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -15,12 +17,12 @@ from queues.access import operated_queues
 from queues.activity import Activity, activity
 from queues.charts import activity_chart
 from queues.models import Queue
+from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
-from queues.store import STATUSES, NotFound, QueueStats, StoreError, Task, TaskPage
+from queues.store import InvalidItem, NotFound, QueueStats, StoreError, Task
 from tasklogs.health import IngestLag, ingest_lag
 
 User = AbstractBaseUser | AnonymousUser
-PAGE_SIZE = 50
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +33,7 @@ class QueueRow:
     stats: QueueStats | None  # None: never posted to (the store has nothing of it)
     activity: Activity
     chart: SafeString
+    workers: int  # distinct workers that claimed or reported in the last 15 minutes
 
     @property
     def never_posted(self) -> bool:
@@ -54,6 +57,7 @@ class QueueRow:
             **self.activity.totals(),
             "ended_last_hour": self.activity.ended_last_hour,
             "failure_rate": self.activity.failure_rate,
+            "workers": self.workers,
             "chart": str(self.chart),
         }
 
@@ -61,6 +65,7 @@ class QueueRow:
 @dataclass(frozen=True, kw_only=True)
 class Dashboard:
     rows: list[QueueRow]
+    failures: list[Failure]  # the latest failures among these queues, newest first
     lag: IngestLag | None  # Task Logs is behind the store's log: its numbers stop at lag.oldest_t
     now_s: int
 
@@ -68,24 +73,30 @@ class Dashboard:
 EMPTY = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
 
 
-def dashboard(user: User, *, now_ms: int) -> Dashboard:
-    """Every queue the user operates: the store's counts (from its directory listings and
-    pending index, never a task file) and one aggregate query over the last day's events."""
+def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboard:
+    """Every queue the user operates: the store's counts (from the names in its directories
+    and its pending index, never a task file) and aggregate queries over the ingested events.
+    The refresh leaves the recent failures out: it updates the table's numbers only."""
     store = get_store()
     queues = list(operated_queues(user))
     now_s = now_ms // 1000
-    days = activity([(q.host.name, q.name) for q in queues], now_s=now_s)
+    keys = [(q.host.name, q.name) for q in queues]
+    days = activity(keys, now_s=now_s)
+    workers = workers_seen(keys, now_s=now_s)
     rows = []
     for queue in queues:
         try:
             stats: QueueStats | None = store.stats(queue.host.name, queue.name, now=now_ms)
         except NotFound:
             stats = None
-        day = days[(queue.host.name, queue.name)]
-        rows.append(QueueRow(queue=queue, stats=stats, activity=day,
-                             chart=activity_chart(day, label=str(queue))))  # fmt: skip
+        key = (queue.host.name, queue.name)
+        day, chart = days[key], activity_chart(days[key], label=str(queue))
+        rows.append(
+            QueueRow(queue=queue, stats=stats, activity=day, chart=chart, workers=workers[key])
+        )
     lag = ingest_lag(Path(settings.TASKHOSTER_LOGS_DIR) / "tasks", now_s=now_s) if queues else None
-    return Dashboard(rows=rows, lag=lag, now_s=now_s)
+    failures = recent_failures(keys) if with_failures else []
+    return Dashboard(rows=rows, failures=failures, lag=lag, now_s=now_s)
 
 
 def operated_queue(user: User, host: str, name: str) -> Queue:
@@ -96,17 +107,6 @@ def operated_queue(user: User, host: str, name: str) -> Queue:
     return queue
 
 
-def queue_tasks(queue: Queue, *, status: str | None, page: int) -> TaskPage:
-    wanted = status if status in STATUSES else None
-    try:
-        return get_store().list_tasks(
-            queue.host.name, queue.name, status=wanted,
-            limit=PAGE_SIZE, offset=max(page - 1, 0) * PAGE_SIZE,
-        )  # fmt: skip
-    except NotFound:
-        return TaskPage(count=0, tasks=[])
-
-
 def task_of(queue: Queue, task_id: str) -> Task:
     try:
         return get_store().read(queue.host.name, queue.name, task_id)
@@ -114,11 +114,44 @@ def task_of(queue: Queue, task_id: str) -> Task:
         raise Http404("No such task.") from None
 
 
-def act_on_task(queue: Queue, task_id: str, action: str) -> Task:
-    """Cancel or retry a task as an operator; a refusal raises the store's error."""
-    store = get_store()
-    verb = {"cancel": store.cancel, "retry": store.retry}[action]
-    return verb(queue.host.name, queue.name, task_id, settings=queue.to_settings())
+# The verbs act_on_task knows, in the order the console offers them (the queue page's bulk
+# actions offer each one its tab's state allows: queue_page.VALID_IN).
+TASK_ACTIONS: tuple[str, ...] = ("cancel", "retry", "requeue", "delete")
+
+
+def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:
+    """Cancel, retry, requeue or delete a task as the operator `by` (their name goes on the
+    event line); a refusal raises the store's error. Delete returns the task as it was."""
+    store, host, name = get_store(), queue.host.name, queue.name
+    if action == "delete":
+        return store.delete(host, name, task_id, by=by)
+    verb = {"cancel": store.cancel, "retry": store.retry, "requeue": store.requeue}[action]
+    return verb(host, name, task_id, settings=queue.to_settings(), by=by)
+
+
+def edit_and_retry(queue: Queue, task_id: str, item_text: str, *, by: str | None) -> Task:
+    """Retry a failed or cancelled task with the item the operator typed (JSON text), checked
+    as a post's; InvalidItem when it is not JSON, or any refusal of the store's."""
+    item = parse_item(item_text)
+    return get_store().retry(
+        queue.host.name, queue.name, task_id, settings=queue.to_settings(), by=by, item=item
+    )
+
+
+def parse_item(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidItem(f"The item is not JSON: {exc}.") from None
+
+
+def repost(queue: Queue, task_id: str, *, by: str | None) -> Task:
+    """A new task from the archived item of `task_id`, whether or not the store still holds it
+    (NotArchived when the archive has no item of it)."""
+    posted = get_store().repost(
+        queue.host.name, queue.name, task_id, settings=queue.to_settings(), by=by
+    )
+    return posted.task
 
 
 def set_paused(queue: Queue, paused: bool) -> None:

@@ -70,10 +70,10 @@ MEASURES = (
     Measure(
         name="wait",
         title="Wait to be claimed",
-        span="posted (or put back by a lapsed lease or a retry) to claimed; "
+        span="posted (or put back by a lapsed lease, an operator or a retry) to claimed; "
         "includes any delay the producer or the backoff asked for",
         ends=("claimed",),
-        starts=("posted", "requeue", "retried"),
+        starts=("posted", "requeue", "requeued", "retried"),
     ),
     Measure(
         name="run",

@@ -12,6 +12,7 @@ urlpatterns = [
     path("console/queues.json", views.dashboard_json, name="dashboard-json"),
     path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),
     path("console/<str:host>/<str:queue>/pause", views.queue_pause, name="queue-pause"),
+    path("console/<str:host>/<str:queue>/bulk", views.queue_bulk, name="queue-bulk"),
     path("console/<str:host>/<str:queue>/insight/", views.queue_insight, name="insight"),
     path("console/<str:host>/<str:queue>/<task_id:task_id>/", views.task_page, name="task"),
     path(
@@ -25,5 +26,27 @@ urlpatterns = [
         views.task_action,
         {"action": "retry"},
         name="task-retry",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/requeue",
+        views.task_action,
+        {"action": "requeue"},
+        name="task-requeue",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/delete",
+        views.task_action,
+        {"action": "delete"},
+        name="task-delete",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/edit-retry",
+        views.task_edit_retry,
+        name="task-edit-retry",
+    ),
+    path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/repost",
+        views.task_repost,
+        name="task-repost",
     ),
 ]

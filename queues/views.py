@@ -11,8 +11,15 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from queues import console, insight
+from queues.bulk_form import BulkFormError, BulkRequest
+from queues.bulk_steps import next_step
 from queues.charts import activity_chart
-from queues.store import STATUSES, StoreError
+from queues.models import Queue
+from queues.queue_page import queue_page as queue_page_of
+from queues.queue_page import settings_glance
+from queues.store import InvalidItem, InvalidRequest, PayloadTooLarge, StoreError, Task
+from queues.task_detail import task_detail
+from queues.templatetags.console import pretty_json
 from schedules.console import schedule_rows
 from webhooks.console import webhook_panel
 
@@ -26,7 +33,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @login_required
 def dashboard_json(request: HttpRequest) -> JsonResponse:
     """The dashboard's numbers, refreshed by dashboard.js every few seconds."""
-    board = console.dashboard(request.user, now_ms=_now_ms())
+    board = console.dashboard(request.user, now_ms=_now_ms(), with_failures=False)
     lag = {"oldest_t": board.lag.oldest_t, "command": board.lag.command} if board.lag else None
     return JsonResponse({"queues": [row.as_json() for row in board.rows], "ingest_lag": lag})
 
@@ -44,25 +51,54 @@ def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 @login_required
 def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     found = console.operated_queue(request.user, host, queue)
-    status = request.GET.get("status") or None
-    page = _page_number(request.GET.get("page"))
-    tasks = console.queue_tasks(found, status=status, page=page)
-    last_page = max((tasks.count + console.PAGE_SIZE - 1) // console.PAGE_SIZE, 1)
+    now_ms = _now_ms()
+    shown = queue_page_of(found, request.GET, known_actions=console.TASK_ACTIONS, now_ms=now_ms)
     return render(request, "console/queue.html", {
-        "queue": found, "tasks": tasks, "status": status, "statuses": STATUSES,
-        "page": page, "last_page": last_page,
+        "queue": found, "view": shown, "now_ms": now_ms,
+        "settings_glance": settings_glance(found),
         "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
+    })  # fmt: skip
+
+
+@login_required
+@require_POST
+def queue_bulk(request: HttpRequest, host: str, queue: str) -> HttpResponse:
+    """Bulk actions: first the count to confirm, then one chunk per request until done."""
+    found = console.operated_queue(request.user, host, queue)
+    back = reverse("queues:queue", args=[host, queue])
+    try:
+        asked = BulkRequest.from_post(request.POST, known_actions=console.TASK_ACTIONS)
+    except BulkFormError as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    if asked.filter.query():
+        back += f"?{asked.filter.query()}"
+    step = next_step(found, asked, by=request.user.get_username())
+    if step.kind == "done":
+        messages.success(request, f"{asked.action}: {asked.tally.summary()}.")
+        return redirect(back)
+    return render(request, "console/bulk.html", {
+        "queue": found, "asked": asked, "step": step, "back": back,
     })  # fmt: skip
 
 
 @login_required
 def task_page(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
     found = console.operated_queue(request.user, host, queue)
-    task = console.task_of(found, task_id)
-    timeline_url = reverse("tasklogs:task", args=[host, queue, task_id])
+    return _task_page(request, found, console.task_of(found, task_id))
+
+
+def _task_page(
+    request: HttpRequest, queue: Queue, task: Task, *, edited: str | None = None,
+    edit_error: str | None = None, status: int = 200,
+) -> HttpResponse:  # fmt: skip
+    detail = task_detail(queue, task, now_ms=_now_ms())
+    timeline_url = reverse("tasklogs:task", args=[queue.host.name, queue.name, task.id])
     return render(request, "console/task.html", {
-        "queue": found, "task": task, "timeline_url": timeline_url,
-    })  # fmt: skip
+        "queue": queue, "task": task, "detail": detail, "timeline_url": timeline_url,
+        "edited_item": edited if edited is not None else pretty_json(task.item),
+        "edit_error": edit_error,
+    }, status=status)  # fmt: skip
 
 
 @login_required
@@ -72,11 +108,50 @@ def task_action(
 ) -> HttpResponse:
     found = console.operated_queue(request.user, host, queue)
     try:
-        task = console.act_on_task(found, task_id, action)
-        messages.success(request, f"Task {task_id}: {action} done, now {task.status}.")
+        task = console.act_on_task(found, task_id, action, by=request.user.get_username())
     except StoreError as exc:
         messages.error(request, f"Task {task_id}: {action} refused ({exc.code}): {exc}")
+        return redirect("queues:task", host=host, queue=queue, task_id=task_id)
+    if action == "delete":
+        messages.success(request, f"Task {task_id} deleted; its events stay in Task Logs.")
+        return redirect("queues:queue", host=host, queue=queue)
+    messages.success(request, f"Task {task_id}: {action} done, now {task.status}.")
     return redirect("queues:task", host=host, queue=queue, task_id=task_id)
+
+
+@login_required
+@require_POST
+def task_edit_retry(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
+    """Retry with the item the operator edited; a refusal shows the page again with their text
+    kept and the reason beside it."""
+    found = console.operated_queue(request.user, host, queue)
+    text = request.POST.get("item", "")
+    try:
+        console.edit_and_retry(found, task_id, text, by=request.user.get_username())
+    except (InvalidItem, InvalidRequest, PayloadTooLarge) as exc:  # the item's fault: fix it
+        task = console.task_of(found, task_id)
+        error = f"Not retried ({exc.code}): {exc}"
+        return _task_page(request, found, task, edited=text, edit_error=error, status=400)
+    except StoreError as exc:  # the task's state: no edit would help
+        messages.error(request, f"Task {task_id}: edit and retry refused ({exc.code}): {exc}")
+        return redirect("queues:task", host=host, queue=queue, task_id=task_id)
+    messages.success(request, f"Task {task_id}: item edited and retried, now pending.")
+    return redirect("queues:task", host=host, queue=queue, task_id=task_id)
+
+
+@login_required
+@require_POST
+def task_repost(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
+    """A new task from the archived item of this one, which the store may have cleaned: so it
+    is answered from the console's task page and from Task Logs' alike."""
+    found = console.operated_queue(request.user, host, queue)
+    try:
+        new = console.repost(found, task_id, by=request.user.get_username())
+    except StoreError as exc:
+        messages.error(request, f"Task {task_id}: re-post refused ({exc.code}): {exc}")
+        return redirect("tasklogs:task", host=host, queue=queue, task_id=task_id)
+    messages.success(request, f"Re-posted {task_id} as the new task {new.id}.")
+    return redirect("queues:task", host=host, queue=queue, task_id=new.id)
 
 
 @login_required
@@ -90,7 +165,3 @@ def queue_pause(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _page_number(raw: str | None) -> int:
-    return int(raw) if raw and raw.isdigit() and 0 < int(raw) < 1_000_000 else 1

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from queues.models import Queue
 from queues.store.errors import StoreError
 from queues.store.eventlog import EVENTS
 from queues.store.paths import validate_host, validate_queue, validate_task_id
@@ -34,11 +35,18 @@ _WHEN = forms.DateTimeInput(attrs={"type": "datetime-local"})
 
 
 class EventFilterForm(forms.Form):
-    host = forms.CharField(
-        required=False, max_length=253, validators=[_store_rule(validate_host, "host name")]
+    """Host and queue are choices among the queues the user operates (all of them for staff);
+    a value from elsewhere, say an old shared URL, is explained, not run."""
+
+    host = forms.ChoiceField(
+        required=False,
+        validators=[_store_rule(validate_host, "host name")],
+        error_messages={"invalid_choice": "You operate no queue on the host %(value)s."},
     )
-    queue = forms.CharField(
-        required=False, max_length=64, validators=[_store_rule(validate_queue, "queue name")]
+    queue = forms.ChoiceField(
+        required=False,
+        validators=[_store_rule(validate_queue, "queue name")],
+        error_messages={"invalid_choice": "You operate no queue named %(value)s."},
     )
     task = forms.CharField(
         label="task id",
@@ -54,6 +62,14 @@ class EventFilterForm(forms.Form):
     until = forms.DateTimeField(label="until (UTC)", required=False, widget=_WHEN)
     before = forms.CharField(required=False, widget=forms.HiddenInput, validators=[_cursor])
     after = forms.CharField(required=False, widget=forms.HiddenInput, validators=[_cursor])
+
+    def __init__(self, data: Any, *, operated: Iterable[Queue]) -> None:
+        super().__init__(data)
+        queues = list(operated)
+        hosts = sorted({queue.host.name for queue in queues})
+        names = sorted({queue.name for queue in queues})
+        self.fields["host"].choices = [("", "any")] + [(h, h) for h in hosts]
+        self.fields["queue"].choices = [("", "any")] + [(n, n) for n in names]
 
     def query(self) -> dict[str, Any]:
         """The arguments of `queries.event_page`, once the form is valid."""

@@ -29,6 +29,16 @@ class TaskEvent(models.Model):
     archived = models.CharField(
         max_length=40, blank=True, help_text="Payload kinds this event archived, comma-separated."
     )
+    # The line's optional fields, absent from most lines: stored as "" and false, as a null
+    # worker is (the parser refuses an empty name, so "" is never a real one).
+    by = models.CharField(max_length=150, blank=True, default="",
+                          help_text="The operator whose action it was.")  # fmt: skip
+    origin = models.CharField(
+        "re-posted from", max_length=16, blank=True, default="",
+        help_text="The task whose archived item this task was re-posted from.",
+    )  # fmt: skip
+    edited = models.BooleanField(default=False, help_text="The operator edited the item.")
+    lapsed = models.BooleanField(default=False, help_text="The sweep found the lease lapsed.")
     file = models.CharField("day-file", max_length=64)
     offset = models.BigIntegerField("byte offset")
     digest = models.BigIntegerField(help_text="64-bit hash of the raw line.")

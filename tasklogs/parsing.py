@@ -26,6 +26,11 @@ KINDS = frozenset(PAYLOAD_KINDS)
 QUARANTINED = "quarantined"
 STATUSES = frozenset(STATES) | {QUARANTINED}
 MAX_WORKER = 255
+MAX_BY = 150  # Django's user name length
+_REQUIRED = frozenset(
+    {"t", "at", "host", "queue", "id", "event", "status", "attempts", "worker", "bytes"}
+    | {"archived"}
+)
 
 
 class BadLine(ValueError):
@@ -50,6 +55,12 @@ class EventRecord(NamedTuple):
     bytes_result: int
     bytes_error: int
     archived: tuple[str, ...]
+    # the optional fields (absent on most lines): the operator, the task re-posted from, an
+    # edited item, a lease the sweep found lapsed
+    by: str | None = None
+    origin: str | None = None
+    edited: bool = False
+    lapsed: bool = False
 
 
 def parse_line(text: bytes | str) -> EventRecord:
@@ -110,8 +121,19 @@ def _record(d: dict[str, Any]) -> EventRecord:
     host, queue = _name(validate_host, d["host"]), _name(validate_queue, d["queue"])
     task_id = validate_task_id(d["id"])
     kinds = tuple(k for k in PAYLOAD_KINDS if k in archived) if archived else ()  # one order
-    return EventRecord(t, when, host, queue, task_id, event, status, attempts, worker,
-                       item, progress, result, error, kinds)  # fmt: skip
+    if len(d) == len(_REQUIRED):  # the common line: none of the optional fields
+        return EventRecord(t, when, host, queue, task_id, event, status, attempts, worker,
+                           item, progress, result, error, kinds)  # fmt: skip
+    by, origin = d.get("by"), d.get("from")
+    edited, lapsed = d.get("edited", False), d.get("lapsed", False)
+    if by is not None and (type(by) is not str or not 0 < len(by) <= MAX_BY):
+        raise BadLine("by is not a user name")
+    if origin is not None:
+        validate_task_id(origin)
+    if type(edited) is not bool or type(lapsed) is not bool:
+        raise BadLine("edited and lapsed are true or absent")
+    return EventRecord(t, when, host, queue, task_id, event, status, attempts, worker, item,
+                       progress, result, error, kinds, by, origin, edited, lapsed)  # fmt: skip
 
 
 _valid_names: set[tuple[object, str]] = set()

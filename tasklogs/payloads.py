@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from queues.access import User
-from queues.store.archive import PER_EVENT_KINDS, TASK_FILES, event_file
+from queues.store.archive import EDITED_ITEM_EVENT, PER_EVENT_KINDS, TASK_FILES, event_file
 from queues.store.eventlog import EVENTS
 from queues.store.paths import archive_root
 
@@ -34,6 +34,9 @@ _REFUSED = {errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.ENXIO}  # absent, or
 def file_names(kind: str, attempt: int | None = None, event: str | None = None) -> list[str]:
     """The archive files that may hold this payload, in the order to try them; [] when the
     address names no payload (an unknown kind or event, or an attempt on a task-wide file)."""
+    if kind == "item" and event == EDITED_ITEM_EVENT and attempt is not None:
+        # an item edited before a retry: its own file only (the posted item is another payload)
+        return [event_file(kind, attempt, event)] if 0 <= attempt <= MAX_ATTEMPT else []
     if kind in TASK_FILES:
         return [TASK_FILES[kind]] if attempt is None and event is None else []
     if kind not in PER_EVENT_KINDS:

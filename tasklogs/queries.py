@@ -18,7 +18,7 @@ from django.db.models import Q, QuerySet
 
 from queues.access import User, operated_queues
 from queues.services import get_store
-from queues.store.archive import PER_EVENT_KINDS
+from queues.store.archive import is_event_payload
 from queues.store.errors import StoreError
 from queues.store.paths import validate_host, validate_queue, validate_task_id
 
@@ -71,6 +71,8 @@ class Timeline:
     # and each attempt's result and error
     payloads: list[tuple[str, str]] = field(default_factory=list)
     current: Any = None  # the task as the store holds it now, or None when it is gone
+    # an operator may re-post it: it has ended (or is gone) and the archive keeps its item
+    repostable: bool = False
 
 
 def visible_events(user: User) -> QuerySet[TaskEvent]:
@@ -197,9 +199,19 @@ def task_timeline(
         queue=queue,
         task_id=task_id,
         current=current,
+        repostable=(current is None or current.status.terminal)
+        and get_store().has_archived_item(host, queue, task_id),
         payloads=_payloads(events, host, queue, task_id),
         paged=key is not None,
         **page,
+    )
+
+
+def task_payloads(host: str, queue: str, task_id: str) -> list[tuple[str, str]]:
+    """(label, address) of every payload the task's events archived. The caller has checked
+    that the user operates the queue."""
+    return _payloads(
+        TaskEvent.objects.filter(host=host, queue=queue, task_id=task_id), host, queue, task_id
     )
 
 
@@ -213,7 +225,7 @@ def _payloads(
     found = set()
     for archived, attempts, event in rows.distinct():
         for kind in archived.split(","):
-            if kind in PER_EVENT_KINDS:  # the task-wide files first, then attempt by attempt
+            if is_event_payload(kind, event):  # the task-wide files first, then by attempt
                 found.add((1, attempts, PAYLOAD_KINDS.index(kind), event))
             else:
                 found.add((0, 0, PAYLOAD_KINDS.index(kind), ""))

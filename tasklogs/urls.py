@@ -18,4 +18,15 @@ urlpatterns = [
         views.payload,
         name="event-payload",
     ),
+    # the same two, as a page that says what they are (the links open these)
+    path(
+        "<str:host>/<str:queue>/<str:task_id>/payloads/<str:kind>/view",
+        views.payload_page,
+        name="payload-page",
+    ),
+    path(
+        "<str:host>/<str:queue>/<str:task_id>/payloads/<str:kind>/<int:attempt>/<str:event>/view",
+        views.payload_page,
+        name="event-payload-page",
+    ),
 ]

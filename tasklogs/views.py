@@ -6,14 +6,20 @@ queue gets the same 404 as for a queue or task that does not exist.
 
 from __future__ import annotations
 
+import os
+from typing import Any, BinaryIO
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from queues.access import operated_queues
+
 from . import queries
 from .forms import EventFilterForm
+from .payload_pages import readable
 from .payloads import open_payload
 
 # The payload is user JSON: never let a browser sniff it into HTML, run it, or frame it.
@@ -25,7 +31,9 @@ PAYLOAD_POLICY = "default-src 'none'; sandbox"
 def event_list(request: HttpRequest) -> HttpResponse:
     if not queries.operates_any(request.user):
         raise Http404
-    form = EventFilterForm(request.GET)
+    form = EventFilterForm(
+        request.GET, operated=operated_queues(request.user).select_related("host")
+    )
     page = queries.event_page(request.user, **form.query()) if form.is_valid() else None
     context = {"form": form, "page": page, "shareable": form.shareable()}
     return render(request, "tasklogs/events.html", context)
@@ -54,37 +62,38 @@ def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> 
     return render(request, "tasklogs/task.html", {"timeline": timeline})
 
 
-@require_safe
-@login_required
-def payload(
-    request: HttpRequest,
-    host: str,
-    queue: str,
-    task_id: str,
-    kind: str,
-    attempt: int | None = None,
-    event: str | None = None,
-) -> FileResponse:
-    """A task-wide payload (`kind` only), or the result or error body of one event."""
-    opened = open_payload(
-        request.user,
-        settings.TASKHOSTER_LOGS_DIR,
-        host,
-        queue,
-        task_id,
-        kind,
-        attempt=attempt,
-        event=event,
-    )
+def _archived(request: HttpRequest, **address: Any) -> tuple[BinaryIO, str]:
+    """The payload at `address` (host, queue, task_id, kind, attempt, event), opened with its
+    file's name, if the user may read it; 404 for anything else."""
+    opened = open_payload(request.user, settings.TASKHOSTER_LOGS_DIR, **address)
     if opened is None:
         raise Http404
-    body, name = opened
+    return opened
+
+
+@require_safe
+@login_required
+def payload_page(request: HttpRequest, **address: Any) -> HttpResponse:
+    """The payload with what it is: task, queue, kind, attempt and event; the raw file linked."""
+    body, name = _archived(request, **address)
+    shown = readable(body, os.fstat(body.fileno()).st_size)
+    return render(request, "tasklogs/payload.html", {
+        **address, "file": name, "shown": shown,
+        "raw_url": request.path.removesuffix("/view"),  # the same address, less the page
+    })  # fmt: skip
+
+
+@require_safe
+@login_required
+def payload(request: HttpRequest, **address: Any) -> FileResponse:
+    """A task-wide payload (`kind` only), or the result or error body of one event."""
+    body, name = _archived(request, **address)
     # Inline, so the link's new tab shows the JSON: the browser treats application/json with
     # nosniff as text, and the sandboxing CSP keeps it from running anything even if it did not.
     response = FileResponse(
         body,
         as_attachment=False,
-        filename=f"{task_id}-{name}",
+        filename=f"{address['task_id']}-{name}",
         content_type="application/json; charset=utf-8",
     )
     response["X-Content-Type-Options"] = "nosniff"

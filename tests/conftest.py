@@ -35,3 +35,15 @@ def make_queue(db):
         return save_queue(host, name, **fields)[0]
 
     return make
+
+
+@pytest.fixture
+def resize(make_queue):
+    """The console tests' usual queue: task.example.com/resize."""
+    return make_queue("task.example.com", "resize")
+
+
+@pytest.fixture
+def other(make_queue):
+    """A queue on another host, for what one queue's users must not see of another."""
+    return make_queue("other.example.com", "secret")

@@ -12,7 +12,8 @@ HOST = "task.example.com"
 STATUS_AFTER = {
     "posted": "pending", "claimed": "processing", "progress": "processing",
     "result": "finished", "failed": "failed", "timeout": "failed", "cancelled": "cancelled",
-    "requeue": "pending", "retried": "pending", "fetched": "finished", "cleaned": "finished",
+    "requeue": "pending", "requeued": "pending", "retried": "pending",
+    "deleted": "finished", "fetched": "finished", "cleaned": "finished",
 }  # fmt: skip
 _offsets = itertools.count(1)
 
@@ -22,13 +23,13 @@ def now_ms() -> int:
 
 
 def event(kind: str, task_id: str, at_ms: int, *, queue: str = "resize", host: str = HOST,
-          status: str | None = None) -> TaskEvent:  # fmt: skip
+          status: str | None = None, worker: str = "") -> TaskEvent:  # fmt: skip
     offset = next(_offsets)
     return TaskEvent(
         t=at_ms // 1000,
         at=dt.datetime.fromtimestamp(at_ms / 1000, dt.UTC),
         host=host, queue=queue, task_id=task_id, event=kind,
-        status=status or STATUS_AFTER[kind], attempts=1, worker="",
+        status=status or STATUS_AFTER[kind], attempts=1, worker=worker,
         bytes_item=2, bytes_progress=0, bytes_result=0, bytes_error=0, archived="",
         file="test.jsonl", offset=offset, digest=offset,
     )  # fmt: skip

@@ -8,16 +8,6 @@ from queues.services import get_store
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def resize(make_queue):
-    return make_queue("task.example.com", "resize")
-
-
-@pytest.fixture
-def other(make_queue):
-    return make_queue("other.example.com", "secret")
-
-
 def client_for(username: str, *, role: str | None = None, queue=None, **flags) -> Client:
     user = User.objects.create_user(username, password="pw-" + username, **flags)
     if role:
@@ -107,8 +97,10 @@ def test_the_task_page_shows_when_it_was_posted_and_when_retried(resize):
     store.retry("task.example.com", "resize", task.id, settings=settings, now=1_751_586_400_000)
     client = client_for("olga", role="operator", queue=resize)
     page = client.get(f"/console/task.example.com/resize/{task.id}/").content.decode()
-    assert "<th>posted</th><td>2025-07-02 23:46:40.000Z by alice</td>" in page
-    assert "<th>requeued</th><td>2025-07-03 23:46:40.000Z" in page
+    # "ago" as people read it, the exact time on hover
+    assert '<th scope="row">posted</th><td><time title="2025-07-02 23:46:40.000Z">' in page
+    assert " ago</time> by alice" in page
+    assert '<th scope="row">requeued</th><td><time title="2025-07-03 23:46:40.000Z">' in page
 
 
 def test_a_refused_action_is_reported_and_changes_nothing(resize):

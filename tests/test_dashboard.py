@@ -23,16 +23,6 @@ pytestmark = pytest.mark.django_db
 MIN = 60_000
 
 
-@pytest.fixture
-def resize(make_queue):
-    return make_queue("task.example.com", "resize")
-
-
-@pytest.fixture
-def other(make_queue):
-    return make_queue("other.example.com", "secret")
-
-
 def rows(client: Client) -> dict[str, dict]:
     data = client.get("/console/queues.json").json()
     return {f"{q['host']}/{q['queue']}": q for q in data["queues"]}
@@ -225,12 +215,14 @@ def test_one_query_serves_every_queue_and_later_ones_read_only_the_last_90_minut
             assert client.get("/console/queues.json").status_code == 200
         return [q["sql"] for q in queries if "tasklogs_taskevent" in q["sql"]]
 
-    first = event_queries()  # the settled half hours, then the recent ones: all 5 queues in each
-    assert len(first) == 2 and all("GROUP BY" in sql for sql in first)
+    # The settled half hours, the recent ones, the workers seen: all 5 queues in each.
+    first = event_queries()
+    assert len(first) == 3 and all("GROUP BY" in sql for sql in first)
     later = event_queries()  # the settled half hours come from the cache
-    assert len(later) == 1
-    since = int(later[0].split('"t" >= ')[1].split(" ")[0].rstrip(")"))
-    assert now // 1000 - since <= 90 * 60
+    assert len(later) == 2
+    for sql in later:
+        since = int(sql.split('"t" >= ')[1].split(" ")[0].rstrip(")"))
+        assert now // 1000 - since <= 90 * 60
     assert all(r["finished_day"] == 2 and r["ended_last_hour"] == 1 for r in rows(client).values())
 
 
@@ -292,3 +284,45 @@ def test_a_queue_with_events_but_no_store_directory_is_not_called_never_posted(r
     lifecycle("0" * 16, now_ms() - 10 * MIN, ("claimed", 1000))
     row = rows(client_for("sam", is_staff=True))["task.example.com/resize"]
     assert row["never_posted"] is False
+
+
+# --- workers at work and recent failures ----------------------------------------------------
+
+
+def test_workers_are_those_that_claimed_or_reported_in_the_last_15_minutes(resize, other):
+    now = now_ms()
+    store(
+        event("claimed", "1" * 16, now - 2 * MIN, worker="w1"),
+        event("result", "1" * 16, now - 1 * MIN, worker="w1"),  # the same worker, once
+        event("progress", "2" * 16, now - 14 * MIN, worker="w2"),
+        event("claimed", "3" * 16, now - 20 * MIN, worker="w3"),  # too long ago
+        event("posted", "4" * 16, now - 1 * MIN, worker="w5"),  # not a worker's event
+        event("claimed", "5" * 16, now - 1 * MIN, worker="w4", host="other.example.com",
+              queue="secret"),
+    )  # fmt: skip
+    client = client_for("sam", is_staff=True)
+    found = rows(client)
+    assert found["task.example.com/resize"]["workers"] == 2
+    assert found["other.example.com/secret"]["workers"] == 1
+    assert '<td class="num" data-field="workers">2</td>' in client.get("/").content.decode()
+
+
+def test_recent_failures_are_the_newest_of_the_operated_queues_only(resize, other):
+    now = now_ms()
+    store(
+        *(event("failed", f"{i:016x}", now - (i + 1) * MIN, worker=f"w{i}") for i in range(12)),
+        event("timeout", "e" * 16, now - 30 * 1000),
+        event("failed", "f" * 16, now - 10 * 1000, host="other.example.com", queue="secret"),
+    )
+    page = client_for("olga", role="operator", queue=resize).get("/").content.decode()
+    section = page[page.index('id="failures-title"') :]
+    shown = [section.index(f"<code>{i:016x}</code>") for i in range(9)]
+    # Ten in all, newest first: the timeout, then failures 0..8; never the other queue's.
+    assert section.index("<code>eeeeeeeeeeeeeeee</code>") < shown[0] and shown == sorted(shown)
+    assert "timed out" in section and f"<code>{9:016x}</code>" not in section
+    assert "ffffffffffffffff" not in page
+
+
+def test_no_failures_says_so(resize):
+    page = client_for("sam", is_staff=True).get("/").content.decode()
+    assert "No task failed or timed out on these queues" in page

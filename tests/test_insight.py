@@ -20,16 +20,6 @@ URL = "/console/task.example.com/resize/insight/"
 NOW = 1_735_689_600_000  # 2025-01-01T00:00:00Z, for the service's own tests
 
 
-@pytest.fixture
-def resize(make_queue):
-    return make_queue("task.example.com", "resize")
-
-
-@pytest.fixture
-def other(make_queue):
-    return make_queue("other.example.com", "secret")
-
-
 def measures(queue, now=NOW):
     return {m.measure.name: m for m in queue_insight(queue, now_ms=now).measures}
 
@@ -97,6 +87,13 @@ def test_a_wait_starts_again_when_a_lapsed_lease_puts_the_task_back(resize):
               ("claimed", 63 * S))  # fmt: skip
     wait = measures(resize)["wait"]
     assert wait.hour.measured == 2 and wait.hour.p95_ms == 2 * S
+
+
+def test_a_wait_starts_again_when_an_operator_requeues_the_task(resize):
+    lifecycle("0" * 16, NOW - 30 * MIN, ("claimed", 1 * S), ("requeued", 61 * S),
+              ("claimed", 64 * S))  # fmt: skip
+    wait = measures(resize)["wait"]
+    assert wait.hour.measured == 2 and wait.hour.p95_ms == 3 * S
 
 
 def test_a_failed_run_is_a_run_and_its_read_is_a_read(resize):

@@ -3,8 +3,9 @@
 Plain Python with no Django import, so it can be tested, benchmarked and swept on its own.
 
 Where to read: store.py (QueueStore, the public face) delegates each verb to the module that
-holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry), claiming
-(claim, wait_claim), working (progress, finish, fail), listing (list_tasks, stats) and sweep.
+holds it: producing (post, read, fetch, wait_for_change), operating (cancel, retry, requeue,
+delete, repost), claiming (claim, wait_claim), working (progress, finish, fail), listing
+(list_tasks, stats), selecting (find, state_counts: the console's queue page) and sweep.
 They share core.py's QueueCore, the one place a record is written and logged, checked against
 records.py's table of transitions. Below them: openqueues (the queues a process keeps open, each
 held while a verb uses it), copies (a task's copies and its lock), posting, index (claim
@@ -20,8 +21,11 @@ from .errors import (
     InvalidRequest,
     InvalidTransition,
     LeaseLost,
+    NotArchived,
     NotCancellable,
+    NotDeletable,
     NotFound,
+    NotRequeueable,
     NotRetryable,
     PayloadTooLarge,
     QueueFull,
@@ -32,9 +36,11 @@ from .eventlog import EventLog
 from .paths import STATE_DIRS
 from .records import STATUSES, Lease, State, Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage
+from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
-from .store import QueueStore, sweep_all, sweep_queue
+from .store import QueueStore, preview_sweep, sweep_all, sweep_queue
 from .sweep import SweepReport
+from .sweep_preview import SweepPreview
 
 __all__ = [
     "ANY",
@@ -43,6 +49,7 @@ __all__ = [
     "STATUSES",
     "CorruptRecord",
     "EventLog",
+    "Found",
     "IdempotencyKeyReused",
     "InvalidItem",
     "InvalidName",
@@ -50,9 +57,13 @@ __all__ = [
     "InvalidTransition",
     "Lease",
     "LeaseLost",
+    "NotArchived",
     "NotCancellable",
+    "NotDeletable",
     "NotFound",
+    "NotRequeueable",
     "NotRetryable",
+    "OrderKey",
     "PayloadTooLarge",
     "PostEntry",
     "PostResult",
@@ -62,13 +73,17 @@ __all__ = [
     "QueueStore",
     "Report",
     "Reported",
+    "Selection",
     "State",
+    "StateCounts",
     "StorageUnavailable",
     "StoreConfig",
     "StoreError",
+    "SweepPreview",
     "SweepReport",
     "Task",
     "TaskPage",
+    "preview_sweep",
     "sweep_all",
     "sweep_queue",
 ]

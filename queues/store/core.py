@@ -22,7 +22,8 @@ from typing import Any
 
 from . import copies, files, paths, posting
 from .archive import PayloadArchive
-from .eventlog import EventLog
+from .dircount import DirCounts
+from .eventlog import NO_REASON, Because, EventLog
 from .index import PendingIndex
 from .inotify import changes
 from .listing_index import ListingIndexes
@@ -52,20 +53,26 @@ class QueueCore:
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
         self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
-        # a queue's listing index is used only while the queue is held, and goes when it closes
+        # a queue's listing index and its directory counts are used only while the queue is
+        # held, and go when it closes
         self.listings = ListingIndexes(changes)
+        self.dir_counts = DirCounts(changes)
         self._queues = OpenQueues(
             self.root_fd,
             limit=config.open_queues,
             fsync=config.fsync,
             lock=self.lock,
-            on_close=self.listings.drop,
+            on_close=self._closed,
         )
         self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
     def close(self) -> None:
         with self.lock:
             self._finalizer()
+
+    def _closed(self, host: str, queue: str) -> None:
+        self.listings.drop(host, queue)
+        self.dir_counts.drop(host, queue)
 
     # -- places -----------------------------------------------------------------------------
 
@@ -106,7 +113,15 @@ class QueueCore:
 
     # -- the one place that writes records and logs them --------------------------------------
 
-    def admit(self, qd: QueueDirs, task: Task, *, now: int, settings: QueueSettings) -> Task | None:
+    def admit(
+        self,
+        qd: QueueDirs,
+        task: Task,
+        *,
+        now: int,
+        settings: QueueSettings,
+        because: Because = NO_REASON,
+    ) -> Task | None:
         """Write a new pending task, then its `posted` line. With an Idempotency-Key already
         used for the same item, write nothing and return the task that key made."""
         check_transition(task.id, None, task.status, "posted")
@@ -123,7 +138,7 @@ class QueueCore:
         )
         posting.write_task(qd, task, fsync=self.fsync)
         self.note_pending(qd, task)
-        self.log.append(task, "posted", now=now, archived=archived)
+        self.log.append(task, "posted", now=now, archived=archived, because=because)
         return None
 
     def admit_many(
@@ -196,9 +211,10 @@ class QueueCore:
         worker: str | None = None,
         archive: dict[str, Any] | None = None,
         settings: QueueSettings | None = None,
+        because: Because = NO_REASON,
     ) -> Task:
         """Check the table, archive bodies, write the new record over the copy in the directory
-        `source`, then append the event line."""
+        `source`, then append the event line (`because`: its optional fields)."""
         check_transition(new.id, old.status, new.status, event)
         archived = []
         if settings is not None and settings.archive_payloads:
@@ -209,18 +225,27 @@ class QueueCore:
         if new.status is State.PENDING:
             self.note_pending(qd, new)
         if event is not None:
-            self.log.append(new, event, now=now, worker=worker, archived=archived)
+            self.log.append(new, event, now=now, worker=worker, archived=archived, because=because)
         return new
 
-    def remove(self, qd: QueueDirs, task: Task, *, now: int) -> None:
-        """Delete a terminal task (its retention is over), then its `cleaned` line. The caller
-        holds the task file's lock."""
-        check_transition(task.id, task.status, None, "cleaned")
+    def remove(
+        self,
+        qd: QueueDirs,
+        task: Task,
+        *,
+        now: int,
+        event: str = "cleaned",
+        because: Because = NO_REASON,
+    ) -> None:
+        """Delete a terminal task, then its line: `cleaned` (its retention is over) or
+        `deleted` (an operator's). Its archived payloads stay. The caller holds the task
+        file's lock."""
+        check_transition(task.id, task.status, None, event)
         # the key goes first: a crash in between leaves a task without a key, never a key that
         # would bring a cleaned task back
         posting.remove_key(qd, task, fsync=self.fsync)
         files.unlink(qd.fd("done"), paths.task_file(task.id), fsync=self.fsync)
-        self.log.append(task, "cleaned", now=now)
+        self.log.append(task, event, now=now, because=because)
 
     def quarantine(self, qd: QueueDirs, directory: str, task_id: str, *, now: int) -> bool:
         """Move a corrupt or symlinked file aside (never following it) and log it. No record is
@@ -250,6 +275,6 @@ class QueueCore:
 
 
 def _close(root_fd: int, queues: OpenQueues, log: EventLog) -> None:
-    queues.close()  # and with each queue, its listing index
+    queues.close()  # and with each queue, its listing index and directory counts
     log.close()
     os.close(root_fd)

@@ -89,6 +89,25 @@ class NotRetryable(StoreError):
     code = "not_retryable"
 
 
+class NotRequeueable(StoreError):
+    """Only a task being processed (holding a lease) can be requeued."""
+
+    code = "not_requeueable"
+
+
+class NotDeletable(StoreError):
+    """Only a finished, failed or cancelled task can be deleted."""
+
+    code = "not_deletable"
+
+
+class NotArchived(StoreError):
+    """No archived item for this task: its queue did not archive payloads, or the log
+    retention removed the archive."""
+
+    code = "not_archived"
+
+
 class PayloadTooLarge(StoreError):
     """A payload is over the queue's maxItemBytes."""
 

@@ -9,6 +9,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,27 @@ from .records import Task
 EVENTS = frozenset(
     {"posted", "claimed", "progress", "result", "failed", "timeout", "requeue", "fetched"}
     | {"cleaned", "cancelled", "retried", "quarantined"}
+    # an operator's: a stuck task's lease ended now, an ended task deleted before its retention
+    | {"requeued", "deleted"}
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Because:
+    """Why a line was written, beyond its event: the optional fields of tasklogs.md, each
+    written only when set, so every line written before them reads the same.
+
+    `by`: the operator (a user name) whose action it was. `edited`: the operator replaced the
+    item before this retry. `lapsed`: the sweep found the task's lease over (its worker went
+    silent), as against a worker's own report. (`from`, the task an operator re-posted this one
+    from, comes from the record itself: every line of the task carries it.)"""
+
+    by: str | None = None
+    edited: bool = False
+    lapsed: bool = False
+
+
+NO_REASON = Because()
 
 
 def payload_size(value: Any) -> int:
@@ -39,10 +60,16 @@ def _iso_second(t: int) -> str:
 
 
 def event_line(
-    task: Task, event: str, *, now: int, worker: str | None, archived: list[str]
+    task: Task,
+    event: str,
+    *,
+    now: int,
+    worker: str | None,
+    archived: list[str],
+    because: Because = NO_REASON,
 ) -> dict[str, Any]:
     """The line, exactly tasklogs.md's fields, for `task` as it is after the transition."""
-    return {
+    line = {
         "t": now // 1000,
         "at": iso_ms(now),
         "host": task.host,
@@ -60,6 +87,18 @@ def event_line(
         },
         "archived": archived,
     }
+    by = because.by
+    if by is None and event == "cancelled":
+        by = task.cancel_requested_by  # the end of a stop an operator asked for while it ran
+    if by is not None:
+        line["by"] = by
+    if task.reposted_from is not None:
+        line["from"] = task.reposted_from
+    if because.edited:
+        line["edited"] = True
+    if because.lapsed:
+        line["lapsed"] = True
+    return line
 
 
 class _DayFile:
@@ -93,9 +132,12 @@ class EventLog:
         now: int,
         worker: str | None = None,
         archived: list[str] | None = None,
+        because: Because = NO_REASON,
     ) -> dict[str, Any]:
         assert event in EVENTS, event
-        line = event_line(task, event, now=now, worker=worker, archived=archived or [])
+        line = event_line(
+            task, event, now=now, worker=worker, archived=archived or [], because=because
+        )
         self.write_line(line)
         return line
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
-from . import paths
 from .clock import now_ms
 from .core import QueueCore
 from .records import State
@@ -30,15 +27,13 @@ def list_tasks(
 
 
 def stats(core: QueueCore, host: str, queue: str, *, now: int | None = None) -> QueueStats:
-    """Counts from listings and the pending index; no record is read twice."""
+    """Counts from the pending index and the names in processing/ and done/ (dircount.py): no
+    record is read twice, and a deep directory is not listed again on every call."""
     now = now_ms(now)
     with core.queue_dirs(host, queue) as qd:
         with core.lock:
             entries = list(core.index(qd).entries.values())
-        counts = {
-            d: sum(1 for e in os.scandir(qd.fd(d)) if paths.task_id_of(e.name))
-            for d in ("processing", "done")
-        }
+        counts = core.dir_counts.counts(qd)
     return QueueStats(
         pending=len(entries),
         processing=counts["processing"],

@@ -285,6 +285,15 @@ class ListingIndex:
 
     # -- pages ------------------------------------------------------------------------------
 
+    def order(self, status: State | None) -> list[OrderKey]:
+        """Every task of a status (None: all), oldest first, as a live list: read it with
+        `lock` held, after refresh(), and copy what is kept past the lock."""
+        return self._orders.get((status, ANY), [])
+
+    def counts(self) -> dict[State, int]:
+        """How many tasks each status holds, from the lists alone (call as order())."""
+        return {state: len(self._orders.get((state, ANY), ())) for state in State}
+
     def select(
         self, status: State | None, posted_by: PostedBy, limit: int, offset: int
     ) -> tuple[int, list[tuple[str, Entry]]]:

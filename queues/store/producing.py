@@ -11,6 +11,7 @@ from .batch import PostEntry
 from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
+from .eventlog import NO_REASON, Because
 from .inotify import arrivals, watcher
 from .records import State, Task
 from .results import PostResult
@@ -29,6 +30,8 @@ def post(
     delay_seconds: int = 0,
     idempotency_key: str | None = None,
     now: int | None = None,
+    reposted_from: str | None = None,
+    because: Because = NO_REASON,
 ) -> PostResult:
     now = now_ms(now)
     entry = PostEntry(
@@ -37,15 +40,16 @@ def post(
         delay_seconds=delay_seconds,
         idempotency_key=idempotency_key,
     )
-    task = _new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now)
+    task = _new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
+                     reposted_from=reposted_from)  # fmt: skip
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
-            prior = core.admit(qd, task, now=now, settings=settings)
+            prior = core.admit(qd, task, now=now, settings=settings, because=because)
         else:
             with posting.posts_locked(qd):
                 with core.lock:
                     posting.check_room(core.pending_count(qd), settings)
-                prior = core.admit(qd, task, now=now, settings=settings)
+                prior = core.admit(qd, task, now=now, settings=settings, because=because)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
@@ -106,6 +110,7 @@ def _new_task(
     settings: QueueSettings,
     posted_by: str | None,
     now: int,
+    reposted_from: str | None = None,
 ) -> Task:
     """A checked entry as the pending record it becomes (nothing written yet)."""
     posting.check_item(entry.item, settings)
@@ -124,6 +129,7 @@ def _new_task(
         available_at=now + entry.delay_seconds * 1000 if entry.delay_seconds else 0,
         max_attempts=settings.attempt_budget(),
         idempotency_key=entry.idempotency_key,
+        reposted_from=reposted_from,
     )
 
 

@@ -46,10 +46,14 @@ TRANSITIONS: frozenset[tuple[State | None, State | None, str | None]] = frozense
         (State.PENDING, State.CANCELLED, "cancelled"),
         (State.PROCESSING, State.PROCESSING, None),  # a cancel requested of a running task
         (State.PROCESSING, State.CANCELLED, "cancelled"),
+        # an operator ends a stuck task's lease now (its worker may be gone)
+        (State.PROCESSING, State.PENDING, "requeued"),
         (State.FAILED, State.PENDING, "retried"),
         (State.CANCELLED, State.PENDING, "retried"),
         *((state, state, "fetched") for state in State if state.terminal),
         *((state, None, "cleaned") for state in State if state.terminal),
+        # an operator deletes an ended task before its retention is over
+        *((state, None, "deleted") for state in State if state.terminal),
     }
 )
 
@@ -112,10 +116,16 @@ _EXT = {
     # report sent again is known for a replay once the lease is gone; cleared when anything
     # else changes the task's course (a claim, a retry, a cancel, a timeout).
     "ended_by": "endedBy",
+    # A task an operator re-posted from another task's archived item: that task's id. Every
+    # event line of this task names it (`from`), so Task Logs links the two.
+    "reposted_from": "repostedFrom",
+    # The operator who asked a running task to stop: the request writes no line (the table's
+    # (processing, processing, none)), so the `cancelled` line that ends it names them.
+    "cancel_requested_by": "cancelRequestedBy",
 }
-# ext fields kept out of the producer's status view: which worker ran a task is the workers'
-# and operators' business, as the lease is
-_NOT_IN_STATUS_VIEW = frozenset({"endedBy"})
+# ext fields kept out of the producer's status view: which worker ran a task, and which
+# operator asked it to stop, are the workers' and operators' business, as the lease is
+_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy"})
 _STATUS_VIEW = (
     "id",
     "host",
@@ -158,6 +168,8 @@ class Task:
     lease_seconds: int = 0
     requeued_at: int | None = None
     ended_by: str | None = None
+    reposted_from: str | None = None
+    cancel_requested_by: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one)."""
@@ -234,6 +246,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "lease_seconds": (int,),
     "requeued_at": (int, type(None)),
     "ended_by": (str, type(None)),
+    "reposted_from": (str, type(None)),
+    "cancel_requested_by": (str, type(None)),
 }
 
 

@@ -1,11 +1,12 @@
 """QueueStore: the store's public face. Each method delegates to the module that holds the verb.
 
 - producing: post, post_many, read, fetch, wait_for_change
-- operating: cancel, retry
+- operating: cancel, retry, requeue, delete, repost
 - claiming: claim, wait_claim
 - working: progress, finish, finish_many, fail
 - listing: list_tasks, stats
-- sweep: sweep_queue, sweep_all (module-level functions here, taking the store)
+- selecting: find, state_counts (the console's queue page)
+- sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store)
 
 What they share (directories, pending indexes, the lock, the event log, and `apply`, the one
 place a record is written and logged) is the QueueCore in core.py.
@@ -17,15 +18,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from . import claiming, listing, operating, producing, sweep, working
+from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
 from .batch import PostEntry, Report
 from .core import QueueCore
 from .errors import StoreError
 from .paths import QueueDirs
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
+from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
 from .sweep import SweepReport
+from .sweep_preview import SweepPreview
 
 
 class QueueStore:
@@ -126,8 +129,9 @@ class QueueStore:
         *,
         settings: QueueSettings,
         now: int | None = None,
+        by: str | None = None,
     ) -> Task:
-        return operating.cancel(self.core, host, queue, task_id, settings=settings, now=now)
+        return operating.cancel(self.core, host, queue, task_id, settings=settings, now=now, by=by)
 
     def retry(
         self,
@@ -137,8 +141,45 @@ class QueueStore:
         *,
         settings: QueueSettings,
         now: int | None = None,
+        by: str | None = None,
+        item: Any = None,
     ) -> Task:
-        return operating.retry(self.core, host, queue, task_id, settings=settings, now=now)
+        return operating.retry(
+            self.core, host, queue, task_id, settings=settings, now=now, by=by, item=item
+        )
+
+    def requeue(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task:
+        return operating.requeue(self.core, host, queue, task_id, settings=settings, now=now, by=by)
+
+    def delete(
+        self, host: str, queue: str, task_id: str, *, now: int | None = None, by: str | None = None
+    ) -> Task:
+        return operating.delete(self.core, host, queue, task_id, now=now, by=by)
+
+    def repost(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> PostResult:
+        return operating.repost(self.core, host, queue, task_id, settings=settings, now=now, by=by)
+
+    def has_archived_item(self, host: str, queue: str, task_id: str) -> bool:
+        """Whether a re-post of the task would find its item in the payload archive."""
+        return self.core.archive.has_item(host, queue, task_id)
 
     # -- listings ---------------------------------------------------------------------------
 
@@ -164,6 +205,35 @@ class QueueStore:
 
     def stats(self, host: str, queue: str, *, now: int | None = None) -> QueueStats:
         return listing.stats(self.core, host, queue, now=now)
+
+    def find(
+        self,
+        host: str,
+        queue: str,
+        selection: Selection,
+        *,
+        newest_first: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+        after: OrderKey | None = None,
+        until: OrderKey | None = None,
+        budget: int = 2_000,
+    ) -> Found:
+        return selecting.find(
+            self.core,
+            host,
+            queue,
+            selection,
+            newest_first=newest_first,
+            limit=limit,
+            offset=offset,
+            after=after,
+            until=until,
+            budget=budget,
+        )
+
+    def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts:
+        return selecting.state_counts(self.core, host, queue, now=now)
 
     # -- workers ----------------------------------------------------------------------------
 
@@ -319,3 +389,10 @@ def sweep_all(
 ) -> SweepReport:
     """Sweep every queue on disk that has settings; skipped if another sweep is running."""
     return sweep.sweep_all(store.core, settings_for, now=now)
+
+
+def preview_sweep(
+    store: QueueStore, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+) -> SweepPreview:
+    """What the next sweep would do to the queue with `settings`; changes nothing."""
+    return sweep_preview.preview_queue(store.core, host, queue, settings, now=now)

@@ -22,6 +22,7 @@ from . import copies, files, paths
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StoreError
+from .eventlog import NO_REASON, Because
 from .paths import QueueDirs
 from .records import State, Task
 from .settings import QueueSettings
@@ -210,6 +211,27 @@ def _quarantine(
         report.quarantined += 1
 
 
+def verdict(directory: str, task: Task, settings: QueueSettings, now: int) -> str | None:
+    """What the sweep's three rules make of one task with these settings at `now`, without
+    changing it: "timeout" (queue timeout), "requeue" (an interrupted claim, or a lapsed lease
+    with attempts left), "failed" (a lapsed lease past the budget), "cancelled" (a lapsed lease
+    whose cancel was requested), "cleaned" (retention over), or None. The one place the rules
+    are: the sweep acts on it, the preview counts it."""
+    if directory != "done" and now - task.window_start > settings.queue_seconds * 1000:
+        return "timeout"
+    if directory == "processing" and task.status is State.PENDING:
+        return "requeue"  # a claim that crashed between its rename and its rewrite
+    if directory == "processing" and task.lease is not None and task.lease.until <= now:
+        if task.cancel_requested:
+            return "cancelled"  # its worker is gone: no one else may run what was stopped
+        if task.max_attempts and task.attempts >= task.max_attempts:
+            return "failed"
+        return "requeue"
+    if directory == "done" and _retention_over(task, settings, now):
+        return "cleaned"
+    return None
+
+
 def _apply_rules(
     core: QueueCore,
     qd: QueueDirs,
@@ -219,7 +241,9 @@ def _apply_rules(
     report: SweepReport,
 ) -> None:
     task = best.task
-    if best.directory != "done" and now - task.window_start > settings.queue_seconds * 1000:
+    found = verdict(best.directory, task, settings, now)
+    lapsed = Because(lapsed=True)
+    if found == "timeout":
         new = task.replace(
             status=State.FAILED,
             error="timeout",
@@ -230,26 +254,24 @@ def _apply_rules(
         )
         _change(core, qd, best, new, "timeout", now, settings, archive={"error": "timeout"})
         report.timeout += 1
-    elif best.directory == "processing" and task.status is State.PENDING:
-        # a claim that crashed between its rename and its rewrite: the attempt never began
+    elif found == "requeue" and task.status is State.PENDING:
+        # the interrupted claim: the attempt never began
         if _change(core, qd, best, task.replace(updated_at=now), "requeue", now, settings):
             report.requeue += 1
-    elif best.directory == "processing" and task.lease is not None and task.lease.until <= now:
-        if task.cancel_requested:
-            # its worker is gone: no one else may run what its owner asked to stop
-            new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
-            report.cancelled += _change(core, qd, best, new, "cancelled", now, settings)
-        elif task.max_attempts and task.attempts >= task.max_attempts:
-            new = task.replace(
-                status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
-            )
-            report.failed += _change(
-                core, qd, best, new, "failed", now, settings, archive={"error": "attempts"}
-            )
-        else:
-            new = task.replace(status=State.PENDING, lease=None, updated_at=now)
-            report.requeue += _change(core, qd, best, new, "requeue", now, settings)
-    elif best.directory == "done" and _retention_over(task, settings, now):
+    elif found == "cancelled":
+        new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
+        report.cancelled += _change(core, qd, best, new, "cancelled", now, settings,
+                                    because=lapsed)  # fmt: skip
+    elif found == "failed":
+        new = task.replace(
+            status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
+        )
+        report.failed += _change(core, qd, best, new, "failed", now, settings,
+                                 archive={"error": "attempts"}, because=lapsed)  # fmt: skip
+    elif found == "requeue":
+        new = task.replace(status=State.PENDING, lease=None, updated_at=now)
+        report.requeue += _change(core, qd, best, new, "requeue", now, settings, because=lapsed)
+    elif found == "cleaned":
         report.cleaned += _clean(core, qd, best, now)
 
 
@@ -262,6 +284,7 @@ def _change(
     now: int,
     settings: QueueSettings,
     archive: dict[str, str] | None = None,
+    because: Because = NO_REASON,
 ) -> bool:
     fd = _try_lock(qd, best)
     if fd is None:
@@ -278,6 +301,7 @@ def _change(
             worker=worker,
             archive=archive,
             settings=settings,
+            because=because,
         )
         return True
     finally:

@@ -30,7 +30,11 @@ def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_s
     page.goto(f"{live_server.url}/admin/queues/queue/add/")
     page.select_option("#id_host", label="task.example.com")
     page.fill("#id_name", "resize")
+    page.fill("#id_lease_seconds", "90060")
+    # The words beside a seconds field follow what is typed (words.js + seconds.js).
+    expect(page.locator("#lease_seconds-words")).to_have_text("1 day 1 hour")
     page.fill("#id_lease_seconds", "30")
+    expect(page.locator("#lease_seconds-words")).to_have_text("30 s")
     shoot(page, "queue-form")
     page.click("input[name=_save]")
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
@@ -99,11 +103,16 @@ def test_operator_follows_a_task_to_its_log_timeline_and_opens_a_payload_in_a_ne
     link = page.locator("a:has-text('item')").first
     assert link.get_attribute("target") == "_blank"
     assert link.get_attribute("rel") == "noopener"
-    # The payload opens in a new tab as raw JSON text: shown, escaped by being text, never run.
+    # The payload opens in a new tab on a page that says what it is, its JSON as escaped text.
     with page.context.expect_page() as opened:
         link.click()
     tab = opened.value
     tab.wait_for_load_state()
+    assert tab.url.endswith(f"/logs/task.example.com/resize/{task.id}/payloads/item/view")
+    expect(tab.locator("h1")).to_contain_text(f"The item of task {task.id}")
+    assert json.loads(tab.locator("pre.payload-text").inner_text()) == {"url": "<script>x</script>"}
+    shoot(tab, "payload-tab")
+    # Its raw file, one click on: the JSON itself, shown as text and never run.
+    tab.click("text=The raw JSON file")
     assert json.loads(tab.locator("body").inner_text()) == {"url": "<script>x</script>"}
     assert tab.url.endswith(f"/logs/task.example.com/resize/{task.id}/payloads/item")
-    shoot(tab, "payload-tab")

@@ -87,8 +87,10 @@ def test_the_dashboard_fits_a_desktop_and_a_phone_and_refreshes_itself(page, liv
     title = page.locator("h1").bounding_box()
     assert page.locator(".top-nav").bounding_box()["y"] + 1 < title["y"]
     # The table scrolls inside its own box.
-    box = page.locator(".table-scroll")
+    box = page.locator(".table-scroll:has(#queues)")
     assert box.evaluate("el => el.scrollWidth > el.clientWidth")
+    # So does the table of recent failures, below it.
+    expect(page.locator(".recent-failures tbody tr").first).to_be_visible()
     shoot(page, "phone")
 
 

@@ -14,7 +14,8 @@ from tasklogs.models import TaskEvent
 from .conftest import encode, line
 
 pytestmark = pytest.mark.django_db
-LINES = 130  # more than two full multi-row statements on SQLite (58 rows each), and a rest
+LINES = 130  # more than two full multi-row statements on SQLite, and a rest
+FILE, OFFSET, DIGEST = (inserting.COLUMNS.index(name) for name in ("file", "offset", "digest"))
 
 
 def chunk_rows() -> list[inserting.Row]:
@@ -37,9 +38,9 @@ def test_each_row_is_stored_once_however_often_it_comes(path: str) -> None:
     insert(rows[40:100])
     insert(rows)  # the first 60 are stored already: only the other 70 are new
     insert(rows[:7])
-    expected = sorted((r[14], r[15], r[16]) for r in rows)
+    expected = sorted((r[FILE], r[OFFSET], r[DIGEST]) for r in rows)
     assert keys() == expected
-    event = TaskEvent.objects.get(offset=rows[129][15])
+    event = TaskEvent.objects.get(offset=rows[129][OFFSET])
     assert (event.event, event.status, event.file) == ("progress", "processing", "2025-01-01.jsonl")
 
 

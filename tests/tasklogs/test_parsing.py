@@ -34,6 +34,15 @@ def test_a_quarantined_line_says_quarantined_as_its_status() -> None:
     assert (parse_line(raw).event, parse_line(raw).status) == ("quarantined", "quarantined")
 
 
+def test_the_optional_fields_are_read_when_there_and_absent_otherwise() -> None:
+    plain = parse_line(orjson.dumps(line()))
+    assert (plain.by, plain.origin, plain.edited, plain.lapsed) == (None, None, False, False)
+    raw = orjson.dumps({**line(event="retried", status="pending"), "by": "olga",
+                        "from": "00112233aabbccdd", "edited": True, "lapsed": False})  # fmt: skip
+    r = parse_line(raw)
+    assert (r.by, r.origin, r.edited, r.lapsed) == ("olga", "00112233aabbccdd", True, False)
+
+
 def _without(field: str) -> dict:
     d = line()
     del d[field]
@@ -67,6 +76,13 @@ def _without(field: str) -> dict:
         orjson.dumps({**line(), "queue": "a/b"}),
         orjson.dumps({**line(), "id": "0123456789ABCDEF"}),
         orjson.dumps({**line(), "id": "../../settings"}),
+        orjson.dumps({**line(), "by": ""}),
+        orjson.dumps({**line(), "by": 7}),
+        orjson.dumps({**line(), "by": "u" * 151}),
+        orjson.dumps({**line(), "from": "../../settings"}),
+        orjson.dumps({**line(), "from": 12}),
+        orjson.dumps({**line(), "edited": "yes"}),
+        orjson.dumps({**line(), "lapsed": 1}),
     ],
 )
 def test_anything_else_is_a_bad_line(bad: bytes) -> None:

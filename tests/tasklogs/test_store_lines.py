@@ -15,7 +15,9 @@ pytestmark = pytest.mark.django_db
 HOST, QUEUE = "task.example.com", "resize"
 T0 = 1_751_500_000_000  # ms; the store is given its time, never the clock
 SECOND, DAY = 1000, 86_400_000
-SETTINGS = QueueSettings(lease_seconds=60, queue_seconds=86_400, retain_seconds=3600)
+SETTINGS = QueueSettings(
+    lease_seconds=60, queue_seconds=86_400, retain_seconds=3600, archive_payloads=True
+)
 
 
 def test_every_event_the_store_writes_is_ingested(tmp_path: Path) -> None:
@@ -36,6 +38,14 @@ def test_every_event_the_store_writes_is_ingested(tmp_path: Path) -> None:
     assert set(TaskEvent.objects.values_list("event", flat=True)) == EVENTS
     quarantined = TaskEvent.objects.get(event="quarantined")
     assert (quarantined.task_id, quarantined.status) == ("9f2c1a0b7d4e6f83", "quarantined")
+    # the optional fields are stored, and empty on the lines that do not have them
+    by = dict(TaskEvent.objects.exclude(by="").values_list("event", "by"))
+    assert by == {"requeued": "olga", "deleted": "olga", "retried": "olga", "posted": "olga"}
+    edited = TaskEvent.objects.get(edited=True)
+    assert (edited.event, edited.archived) == ("retried", "item")
+    reposted = TaskEvent.objects.exclude(origin="")
+    assert reposted.count() == 1 and reposted.get().event == "posted"
+    assert TaskEvent.objects.filter(lapsed=True).values_list("event", flat=True).get() == "requeue"
 
 
 def drive_every_event(store: QueueStore) -> None:
@@ -74,3 +84,15 @@ def drive_every_event(store: QueueStore) -> None:
     # timeout (the requeued task has waited a day), cleaned (the finished ones, an hour on)
     report = sweep_queue(store, HOST, QUEUE, SETTINGS, now=T0 + DAY + 60 * SECOND)
     assert report.timeout == 1 and report.cleaned >= 1
+    # an operator's verbs, each naming the operator: requeue a stuck task, delete an ended one,
+    # edit a failed one's item and retry it, re-post a cleaned one from its archive
+    later = T0 + DAY + 120 * SECOND
+    stuck = post(later)
+    claim(later + SECOND)
+    store.requeue(HOST, QUEUE, stuck, settings=SETTINGS, now=later + 2 * SECOND, by="olga")
+    store.cancel(HOST, QUEUE, stuck, settings=SETTINGS, now=later + 3 * SECOND)
+    store.retry(HOST, QUEUE, stuck, settings=SETTINGS, now=later + 4 * SECOND, by="olga",
+                item={"n": 2})  # fmt: skip
+    store.cancel(HOST, QUEUE, stuck, settings=SETTINGS, now=later + 5 * SECOND)
+    store.delete(HOST, QUEUE, stuck, now=later + 6 * SECOND, by="olga")
+    store.repost(HOST, QUEUE, done, settings=SETTINGS, now=later + 7 * SECOND, by="olga")

@@ -112,7 +112,18 @@ def test_invalid_filters_are_explained_not_run(staff, logged) -> None:
     logged(line())
     response = staff.get(reverse("tasklogs:events"), {"host": "../etc", "before": "x"})
     assert response.status_code == 200
-    assert "Not a valid host name." in response.content.decode()
+    assert "You operate no queue on the host ../etc." in response.content.decode()
+    assert task_ids(response) == []
+
+
+def test_host_and_queue_are_choices_among_the_operated_queues(operator, logged) -> None:
+    logged(line(task_id="a" * 16))
+    form = operator.get(reverse("tasklogs:events")).context["form"]
+    assert [value for value, _ in form.fields["host"].choices] == ["", HOST]
+    assert [value for value, _ in form.fields["queue"].choices] == ["", "resize"]
+    # A queue the operator does not operate is explained, and nothing of it is listed.
+    response = operator.get(reverse("tasklogs:events"), {"queue": "thumbs"})
+    assert "You operate no queue named thumbs." in response.content.decode()
     assert task_ids(response) == []
 
 
@@ -154,9 +165,11 @@ def test_the_timeline_shows_every_event_with_sizes_and_payload_links(staff, logg
     assert re.findall(r'class="status-(\w+)">\1</td>\s*<td class="status', html) == [
         "posted", "claimed", "result"]  # fmt: skip
     assert '<td class="num">33</td>' in html
-    item = reverse("tasklogs:payload", args=[HOST, "resize", TASK, "item"])
+    item = reverse("tasklogs:payload-page", args=[HOST, "resize", TASK, "item"])
     # a result is the one its event's attempt wrote: the address names the attempt and event
-    result = reverse("tasklogs:event-payload", args=[HOST, "resize", TASK, "result", 0, "result"])
+    result = reverse(
+        "tasklogs:event-payload-page", args=[HOST, "resize", TASK, "result", 0, "result"]
+    )
     for link in (item, result):
         assert html.count(f'href="{link}" target="_blank" rel="noopener"') == 2  # row and list
     assert "result of attempt 0 (result)</a>" in html
@@ -289,6 +302,34 @@ def test_the_payload_is_served_raw_and_inert(staff, archive: Path) -> None:
     assert progress["Content-Disposition"] == f'inline; filename="{TASK}-progress.jsonl"'
 
 
+def test_the_payload_page_says_what_the_payload_is_and_escapes_it(staff, archive: Path) -> None:
+    response = staff.get(payload_url() + "/view")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'The item of task <span class="mono">{TASK}</span>' in html
+    assert f'href="/logs/{HOST}/resize/{TASK}/"' in html  # back to the timeline
+    assert "<script>alert(1)" not in html
+    assert "&quot;x&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;" in html  # indented
+    assert "33 bytes" in html and f'<a href="{payload_url()}">The raw JSON file</a>' in html
+    progress = staff.get(payload_url("progress") + "/view").content.decode()
+    assert "{&quot;p&quot;:1}\n{&quot;p&quot;:2}" in progress  # JSON lines stay lines
+
+
+def test_a_large_payload_page_shows_its_head_and_links_the_whole(staff, archive: Path) -> None:
+    from tasklogs.payload_pages import SHOWN_BYTES
+
+    (archive / "item.json").write_bytes(b'["' + b"a" * SHOWN_BYTES + b'"]')
+    html = staff.get(payload_url() + "/view").content.decode()
+    assert "The first 524288 characters are shown" in html
+    assert "a" * 1000 in html and "a" * (SHOWN_BYTES + 1) not in html
+
+
+def test_payload_pages_follow_the_tenant_rule(operator, archive: Path) -> None:
+    assert operator.get(payload_url() + "/view").status_code == 200
+    assert operator.get(payload_url(host=OTHER) + "/view").status_code == 404
+    assert operator.get(payload_url("nothing") + "/view").status_code == 404
+
+
 def test_payloads_follow_the_tenant_rule(operator, archive: Path) -> None:
     other = archive.parents[2] / OTHER / "resize" / TASK
     other.mkdir(parents=True)
@@ -353,7 +394,7 @@ def test_the_list_never_inlines_a_payload(staff, logged, archive: Path) -> None:
     logged(line(archived=["item"]))
     html = staff.get(reverse("tasklogs:events")).content.decode()
     assert "alert(1)" not in html
-    assert f'href="{payload_url()}" target="_blank" rel="noopener"' in html
+    assert f'href="{payload_url()}/view" target="_blank" rel="noopener"' in html
 
 
 # --- each attempt's bodies -------------------------------------------------------------------
@@ -374,10 +415,16 @@ def payload_links(html: str) -> dict[tuple[str, int], list[str]]:
     return links
 
 
+RAW = re.compile(r'<a href="([^"]+)">The raw JSON file</a>')
+
+
 def opened(client, link: str) -> bytes:
-    response = client.get(link.replace("&amp;", "&"))
-    assert response.status_code == 200, link
-    return b"".join(response.streaming_content)
+    """What a payload link opens: its page, then the raw file that page links to."""
+    page = client.get(link.replace("&amp;", "&"))
+    assert page.status_code == 200, link
+    raw = client.get(RAW.search(page.content.decode()).group(1))
+    assert raw.status_code == 200, link
+    return b"".join(raw.streaming_content)
 
 
 def test_each_events_payload_link_opens_that_attempts_body(staff, make_queue, day_dir) -> None:
@@ -426,7 +473,7 @@ def test_an_archive_in_the_old_layout_still_opens(staff, logged, archive: Path) 
     html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK])).content.decode()
     failed = [opened(staff, link) for link in payload_links(html)[("failed", 1)]]
     assert failed == [b'{"why":"bad png"}', b'"attempts"']
-    assert opened(staff, payload_url("result")) == b'{"why":"bad png"}'
+    assert opened(staff, payload_url("result") + "/view") == b'{"why":"bad png"}'
 
 
 def test_the_admin_lists_events_read_only(admin_client, logged, queues) -> None:

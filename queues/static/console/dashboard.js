@@ -7,19 +7,7 @@
   const lag = document.getElementById("ingest-lag");
   const EVERY_MS = 5000;
   const NONE = "—";
-  const UNITS = [[86400, "day", "days"], [3600, "hour", "hours"], [60, "min", "min"], [1, "s", "s"]];
-
-  function words(seconds) {
-    const parts = [];
-    let rest = seconds;
-    for (const [size, one, many] of UNITS) {
-      const count = Math.floor(rest / size);
-      rest -= count * size;
-      if (count) parts.push(count + " " + (count === 1 ? one : many));
-      if (parts.length === 2) break;
-    }
-    return parts.join(" ") || "0 s";
-  }
+  const words = window.taskhoster.secondsInWords;  // words.js, loaded first
   function age(ms) {
     if (ms === null || ms === undefined) return NONE;
     if (ms < 1000) return ms + " ms";
