@@ -197,7 +197,18 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
+    parser.add_argument(
+        "--systems",
+        default=None,
+        help="comma-separated keys to run (default: all), e.g. "
+        "taskhoster-fsync-on,taskhoster-batch-fsync-on,huey-sqlite-fsync",
+    )
     args = parser.parse_args()
+    chosen = set(args.systems.split(",")) if args.systems else {s.key for s in SYSTEMS}
+    unknown = chosen - {s.key for s in SYSTEMS}
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    systems = tuple(s for s in SYSTEMS if s.key in chosen)
     n = args.tasks or (1_000 if args.quick else 10_000)
     runs = args.runs or (1 if args.quick else 3)
     print("$ " + " ".join([".venv/bin/python", "bench/peers_bench.py", *sys.argv[1:]]), flush=True)
@@ -205,7 +216,7 @@ def main() -> None:
     results: list[Result] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        for system in SYSTEMS:
+        for system in systems:
             tasks = min(n, FILE_HUEY_MAX) if system.key == "huey-file" else n
             for consumers in (1, 2) if system.multi_process else (1,):
                 result = Result(system.key, consumers, tasks, [], [])
@@ -228,7 +239,7 @@ def main() -> None:
         "seconds": time.monotonic() - started,
         "versions": peer_versions(python),
         "redis": redis_persistence(),
-        "systems": [asdict(s) for s in SYSTEMS],
+        "systems": [asdict(s) for s in systems],
         "results": [asdict(r) for r in results],
         "load": os.getloadavg()[0],
     }
