@@ -1,6 +1,8 @@
 """Peers benchmark: the taskhoster store beside the queues a user would pick instead, on the
 same work: N no-op tasks posted, then drained by 1 and 2 consumer processes that acknowledge
-each. Medians of --runs runs, with min and max.
+each. Medians of --runs runs, with min and max. The store runs one at a time (post, claim,
+finish) and in batches of 100 (post_many, claim max 100, finish_many), fsync on and off; each
+batched row is read beside the one-at-a-time row of the same durability, in the same run.
 
     .venv/bin/python bench/peers_bench.py [--quick] [--tasks 10000] [--runs 3] [--json FILE]
 
@@ -33,6 +35,8 @@ sys.path.insert(0, str(HERE))
 from results import PEERS, peers_table  # noqa: E402
 from store_bench import HOST, QUEUE, S, make_store  # noqa: E402
 
+from queues.store import PostEntry, Report, Reported  # noqa: E402
+
 PEERS_VENV = ROOT / "var" / "bench-peers-venv"
 FILE_HUEY_MAX = 2_000  # FileHuey lists its directory on every dequeue: it slows with depth
 
@@ -47,9 +51,15 @@ class System:
     baseline: str = ""  # the taskhoster row it is read beside
 
 
+BATCH = 100  # the batched rows: posts of 100, claims of max 100, batch finishes of 100
+
 SYSTEMS = (
     System("taskhoster-fsync-off", "taskhoster store, fsync off", "no", "in-process"),
     System("taskhoster-fsync-on", "taskhoster store, fsync on", "yes (fsync)", "in-process"),
+    System("taskhoster-batch-fsync-off", f"taskhoster store, batches of {BATCH}, fsync off",
+           "no", "in-process", baseline="taskhoster-fsync-off"),
+    System("taskhoster-batch-fsync-on", f"taskhoster store, batches of {BATCH}, fsync on",
+           "yes (fsync, shared per batch)", "in-process", baseline="taskhoster-fsync-on"),
     System("huey-sqlite", "huey SqliteHuey, fsync=False", "no (synchronous=OFF)", "in-process",
            baseline="taskhoster-fsync-off"),
     System("huey-sqlite-fsync", "huey SqliteHuey, fsync=True", "yes (synchronous=FULL)",
@@ -91,16 +101,37 @@ def _consume(root: str, fsync: bool, worker: str, start: mp.Event, out: mp.Queue
     out.put(done)
 
 
-def taskhoster_run(fsync: bool, n: int, consumers: int, root: Path) -> dict[str, float]:
+def _consume_batches(root: str, fsync: bool, worker: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    """claim max BATCH, then one batch finish for them all, until the queue is empty."""
+    store = make_store(Path(root), fsync)
+    start.wait()
+    done = 0
+    while tasks := store.claim(HOST, QUEUE, settings=S, worker=worker, max_tasks=BATCH):
+        reports = [Report(task_id=t.id, attempt=t.attempts, outcome="result") for t in tasks]
+        answers = store.finish_many(HOST, QUEUE, reports, settings=S, worker=worker)
+        done += sum(1 for a in answers if isinstance(a, Reported))
+    store.close()
+    out.put(done)
+
+
+def taskhoster_run(
+    fsync: bool, n: int, consumers: int, root: Path, *, batched: bool = False
+) -> dict[str, float]:
     store = make_store(root, fsync)
     started = time.perf_counter()
-    for _ in range(n):
-        store.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="bench")
+    if batched:
+        for first in range(0, n, BATCH):
+            entries = [PostEntry(item={"n": 1}) for _ in range(min(BATCH, n - first))]
+            store.post_many(HOST, QUEUE, entries, settings=S, posted_by="bench")
+    else:
+        for _ in range(n):
+            store.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="bench")
     post_s = time.perf_counter() - started
     store.close()
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_consume, args=(str(root), fsync, f"w{i}", start, out))
+    consume = _consume_batches if batched else _consume
+    procs = [ctx.Process(target=consume, args=(str(root), fsync, f"w{i}", start, out))
              for i in range(consumers)]  # fmt: skip
     for p in procs:
         p.start()
@@ -166,7 +197,18 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
+    parser.add_argument(
+        "--systems",
+        default=None,
+        help="comma-separated keys to run (default: all), e.g. "
+        "taskhoster-fsync-on,taskhoster-batch-fsync-on,huey-sqlite-fsync",
+    )
     args = parser.parse_args()
+    chosen = set(args.systems.split(",")) if args.systems else {s.key for s in SYSTEMS}
+    unknown = chosen - {s.key for s in SYSTEMS}
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    systems = tuple(s for s in SYSTEMS if s.key in chosen)
     n = args.tasks or (1_000 if args.quick else 10_000)
     runs = args.runs or (1 if args.quick else 3)
     print("$ " + " ".join([".venv/bin/python", "bench/peers_bench.py", *sys.argv[1:]]), flush=True)
@@ -174,14 +216,15 @@ def main() -> None:
     results: list[Result] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        for system in SYSTEMS:
+        for system in systems:
             tasks = min(n, FILE_HUEY_MAX) if system.key == "huey-file" else n
             for consumers in (1, 2) if system.multi_process else (1,):
                 result = Result(system.key, consumers, tasks, [], [])
                 for run in range(runs):
                     root = Path(tmp) / f"{system.key}-{consumers}-{run}"
                     if system.key.startswith("taskhoster"):
-                        got = taskhoster_run(system.key.endswith("on"), tasks, consumers, root)
+                        got = taskhoster_run(system.key.endswith("on"), tasks, consumers, root,
+                                             batched="batch" in system.key)  # fmt: skip
                     else:
                         got = peer_run(python, system.key, tasks, consumers, root)
                     result.drain.append(got["drain"])
@@ -196,7 +239,7 @@ def main() -> None:
         "seconds": time.monotonic() - started,
         "versions": peer_versions(python),
         "redis": redis_persistence(),
-        "systems": [asdict(s) for s in SYSTEMS],
+        "systems": [asdict(s) for s in systems],
         "results": [asdict(r) for r in results],
         "load": os.getloadavg()[0],
     }

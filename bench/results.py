@@ -66,6 +66,7 @@ def peers_table(report: dict[str, Any]) -> str:
             base = medians.get((s["baseline"], consumers)) if s["baseline"] else None
             row.append(f"{medians[(key, consumers)] / base:.2f}x" if base else "baseline")
         lines.append("| " + " | ".join(row) + " |")
+    lines += _batch_targets(medians)
     versions = report["versions"]
     lines += [
         "",
@@ -87,6 +88,28 @@ def peers_table(report: dict[str, Any]) -> str:
         "- Peers' versions: " + ", ".join(f"{k} {versions.get(k, '?')}" for k in PEERS) + ".",
     ]
     return "\n".join(lines)
+
+
+def _batch_targets(medians: dict[tuple[str, int], float]) -> list[str]:
+    """Issue 11's targets for the batched fsync-on drain, from the medians of this run:
+    at least 3x the one-at-a-time durable rate and at least half of SqliteHuey fsync on."""
+    lines = []
+    for consumers in (1, 2):
+        batched = medians.get(("taskhoster-batch-fsync-on", consumers))
+        single = medians.get(("taskhoster-fsync-on", consumers))
+        huey = medians.get(("huey-sqlite-fsync", consumers))
+        if batched is None or single is None:
+            continue
+        text = (
+            f"- Batched fsync-on drain, {consumers} consumer{'s' if consumers > 1 else ''}: "
+            f"{batched:,.0f}/s = {batched / single:.2f}x one at a time "
+            f"(target 3x: {'met' if batched >= 3 * single else 'missed'})"
+        )
+        if huey:
+            met = "met" if batched >= huey / 2 else "missed"
+            text += f", {batched / huey:.2f}x SqliteHuey fsync=True (target 0.5x: {met})"
+        lines.append(text + ".")
+    return ["", "Targets of issue 11 (same run, medians):", *lines] if lines else []
 
 
 def machine() -> list[str]:

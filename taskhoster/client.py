@@ -5,6 +5,7 @@ One `Client` may be shared by threads: each thread keeps its own keep-alive conn
 
 from __future__ import annotations
 
+import builtins
 import http.client
 import json
 import select
@@ -20,12 +21,18 @@ RETRIES = 3  # for idempotent calls only: a repeated GET or keyed post changes n
 
 
 class ApiError(Exception):
-    """The server refused a request: `status`, api.md's `code`, and its `detail` sentence."""
+    """The server refused a request: `status`, api.md's `code`, and its `detail` sentence;
+    `index`, for a refusal of a batch, is the entry it is about (None otherwise)."""
 
     def __init__(
-        self, status: int, code: str, detail: str, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        index: int | None = None,
     ) -> None:
-        self.status, self.code, self.detail = status, code, detail
+        self.status, self.code, self.detail, self.index = status, code, detail, index
         self.headers = headers or {}
         super().__init__(f"{status} {code}: {detail}")
 
@@ -66,6 +73,20 @@ class Client:
         query = {"delay": delay, "priority": priority}
         return self._call("POST", _queue_path(host, queue, "tasks"), query=query, body=item,
                           headers=headers, idempotent=idempotency_key is not None)  # fmt: skip
+
+    def post_many(
+        self, host: str, queue: str, tasks: builtins.list[dict[str, Any]]
+    ) -> builtins.list[dict[str, Any]]:
+        """Post 1 to 100 tasks in one request; each entry is `{"item": {...}}` with optional
+        `delay`, `priority` and `idempotencyKey`. Answers each task's status view, in order.
+
+        All or nothing: a refused entry raises ApiError (its `index` says which entry) and no
+        task of the batch was posted. Sent again after a lost answer only when every entry has
+        an idempotencyKey, so a repeat cannot post twice."""
+        keyed = all(isinstance(t, dict) and t.get("idempotencyKey") for t in tasks)
+        answer = self._call("POST", _queue_path(host, queue, "tasks/batch"),
+                            body={"tasks": tasks}, idempotent=keyed)  # fmt: skip
+        return builtins.list(answer["tasks"])
 
     def get(
         self,
@@ -197,6 +218,17 @@ class Client:
             body["result"] = result
         return self._call("POST", _task_path(host, queue, id, "fail"), body=body)
 
+    def finish_many(
+        self, host: str, queue: str, worker: str, outcomes: builtins.list[dict[str, Any]]
+    ) -> builtins.list[dict[str, Any]]:
+        """Report the outcomes of 1 to 100 claimed tasks in one request; each entry is
+        `{"id", "attempt", "outcome": "result" | "fail" | "retry", "result"}`. Answers one dict
+        per entry, in order: `{"status": 200, "task", "replayed"}`, or a refusal of that entry
+        alone, `{"status": 409, "code": "lease_lost", "detail", "index"}`."""
+        body = {"worker": worker, "outcomes": outcomes}
+        answer = self._call("POST", _queue_path(host, queue, "finish"), body=body)
+        return builtins.list(answer["outcomes"])
+
     # -- the wire ---------------------------------------------------------------------------
 
     def request(
@@ -240,7 +272,9 @@ class Client:
         if status >= 400:
             info = parsed if isinstance(parsed, dict) else {}
             detail = str(info.get("detail", data[:200].decode(errors="replace")))
-            raise ApiError(status, str(info.get("code", "http_error")), detail, got)
+            index = info.get("index")
+            raise ApiError(status, str(info.get("code", "http_error")), detail, got,
+                           index if isinstance(index, int) else None)  # fmt: skip
         return status, got, parsed
 
     def _call(self, method: str, path: str, **options: Any) -> Any:

@@ -77,3 +77,27 @@ def test_results_md_holds_machine_table_and_every_output_and_says_quick() -> Non
     assert "- CPUs: 2 (a CPU)" in text
     assert "`.venv/bin/python bench/peers_bench.py --quick`" in text
     assert "## store_bench\n\n```\n$ store_bench.py --quick\nlifecycles/s  500\n```" in text
+
+
+def test_the_batch_targets_are_judged_from_the_same_runs_medians() -> None:
+    report = {
+        **REPORT,
+        "systems": [
+            *REPORT["systems"],
+            system("taskhoster-batch-fsync-on", "batches, fsync on", "taskhoster-fsync-on"),
+        ],
+        "results": [
+            *REPORT["results"],
+            result("taskhoster-batch-fsync-on", 1, [700.0, 600.0, 650.0]),  # 650 vs 120, 1,200
+            result("taskhoster-batch-fsync-on", 2, [500.0, 500.0, 500.0]),  # 500 vs 200, 390
+        ],
+    }
+    text = load_results().peers_table(report)
+    assert (
+        "1 consumer: 650/s = 5.42x one at a time (target 3x: met), "
+        "0.54x SqliteHuey fsync=True (target 0.5x: met)." in text
+    )
+    assert (
+        "2 consumers: 500/s = 2.50x one at a time (target 3x: missed), "
+        "1.28x SqliteHuey fsync=True (target 0.5x: met)." in text
+    )

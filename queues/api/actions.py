@@ -10,7 +10,18 @@ from queues.api import held_threads
 from queues.api.context import QueueContext
 from queues.models import Role
 from queues.services import get_store
-from queues.store import ANY, NotFound, PostResult, QueueStats, Reported, Task, TaskPage
+from queues.store import (
+    ANY,
+    NotFound,
+    PostEntry,
+    PostResult,
+    QueueStats,
+    Report,
+    Reported,
+    StoreError,
+    Task,
+    TaskPage,
+)
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
@@ -31,6 +42,16 @@ def post(
         priority=priority,
         delay_seconds=delay,
         idempotency_key=idempotency_key,
+    )
+
+
+def post_many(ctx: QueueContext, entries: list[PostEntry]) -> list[PostResult]:
+    """A batch post, under the same rights as one post (a public queue's batch is public)."""
+    if PRODUCER not in ctx.roles and not ctx.settings.public_post:
+        ctx.require(PRODUCER)
+    posted_by = ctx.caller if PRODUCER in ctx.roles else None
+    return get_store().post_many(
+        ctx.host, ctx.queue, entries, settings=ctx.settings, posted_by=posted_by
     )
 
 
@@ -156,4 +177,13 @@ def fail(
         result=result,
         retry=retry,
         cancelled=cancelled,
+    )
+
+
+def finish_many(
+    ctx: QueueContext, reports: list[Report], *, worker: str
+) -> list[Reported | StoreError]:
+    ctx.require(WORKER)
+    return get_store().finish_many(
+        ctx.host, ctx.queue, reports, settings=ctx.settings, worker=worker
     )

@@ -55,6 +55,18 @@ DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
 ]
 
 
+def refusal_body(exc: StoreError) -> tuple[int, dict[str, Any]]:
+    """A store refusal's status and body, `index` included when it names a batch's entry."""
+    code = exc.code if exc.code in STORE_STATUS else "internal"
+    detail = INTERNAL_DETAIL if code == "internal" else exc.detail
+    if code == "not_found":
+        detail = NOT_FOUND_DETAIL
+    body: dict[str, Any] = {"code": code, "detail": detail}
+    if exc.index is not None:
+        body["index"] = exc.index
+    return STORE_STATUS[code], body
+
+
 def refusal(code: str, detail: str, status_code: int, **headers: str) -> Response:
     if code == "not_found":
         detail = NOT_FOUND_DETAIL
@@ -96,13 +108,15 @@ def _store_refusal(exc: StoreError) -> Response:
     headers = {}
     if isinstance(exc, QueueFull):
         headers["Retry_After"] = str(exc.retry_after)
-    code = exc.code if exc.code in STORE_STATUS else "internal"
-    if code == "internal":
+    status_code, body = refusal_body(exc)
+    if body["code"] == "internal":
         # A bug in the store (a transition its own table refuses): nothing was written, the
         # client cannot fix it, and the operator must hear of it.
         _log_internal(exc)
-        return refusal(code, INTERNAL_DETAIL, STORE_STATUS[code])
-    return refusal(code, exc.detail, STORE_STATUS[code], **headers)
+    response = Response(body, status=status_code)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
 
 
 def _log_internal(exc: StoreError) -> None:

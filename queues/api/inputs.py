@@ -11,7 +11,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
-from queues.store import STATUSES, InvalidRequest
+from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
 from queues.store.errors import out_of_range, shown
 
 MISSING: Any = object()
@@ -153,3 +153,74 @@ def present(body: dict[str, Any], name: str) -> Any:
     if name not in body:
         raise InvalidRequest(f"{name} is required.")
     return body[name]
+
+
+def entries(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """A batch's list of entries: 1..MAX_BATCH JSON objects."""
+    value = body.get(name, MISSING)
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{name} is required: a list of 1 to {MAX_BATCH} objects.")
+    if not 1 <= len(value) <= MAX_BATCH:
+        raise InvalidRequest(f"A batch holds 1 to {MAX_BATCH} {name} (got {len(value)}).")
+    for index, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise InvalidRequest(f"Each of {name} must be a JSON object.").at(index)
+    return value
+
+
+_POST_FIELDS = frozenset({"item", "delay", "priority", "idempotencyKey"})
+
+
+def post_entries(body: dict[str, Any]) -> list[PostEntry]:
+    """A batch post's entries, each refusal naming its index; ranges are the store's to check."""
+    found = []
+    for index, entry in enumerate(entries(body, "tasks")):
+        try:
+            unknown = sorted(set(entry) - _POST_FIELDS)
+            if unknown:
+                raise InvalidRequest(f"Unknown field {unknown[0]} in a batch entry.")
+            found.append(
+                PostEntry(
+                    item=present(entry, "item"),
+                    delay_seconds=integer(entry, "delay", 0),
+                    priority=integer(entry, "priority", 0),
+                    idempotency_key=_optional_string(entry, "idempotencyKey"),
+                )
+            )
+        except StoreError as exc:
+            raise exc.at(index) from exc
+    return found
+
+
+_OUTCOME_FIELDS = frozenset({"id", "attempt", "outcome", "result"})
+
+
+def reports(body: dict[str, Any]) -> list[Report]:
+    """A batch finish's outcomes; a malformed entry refuses the request, naming its index."""
+    found = []
+    for index, entry in enumerate(entries(body, "outcomes")):
+        try:
+            unknown = sorted(set(entry) - _OUTCOME_FIELDS)
+            if unknown:
+                raise InvalidRequest(f"Unknown field {unknown[0]} in a batch entry.")
+            outcome = string(entry, "outcome")
+            if outcome not in ("result", "fail", "retry"):
+                raise InvalidRequest("outcome must be result, fail or retry.")
+            found.append(
+                Report(
+                    task_id=string(entry, "id"),
+                    attempt=integer(entry, "attempt"),
+                    outcome=outcome,  # type: ignore[arg-type]
+                    result=present(entry, "result") if outcome == "result" else entry.get("result"),
+                )
+            )
+        except StoreError as exc:
+            raise exc.at(index) from exc
+    return found
+
+
+def _optional_string(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be a string.")
+    return value

@@ -9,6 +9,10 @@ from queues.store import STATUSES
 class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="api.md's error code, e.g. not_found or lease_lost.")
     detail = serializers.CharField(help_text="One human sentence.")
+    index = serializers.IntegerField(
+        required=False,
+        help_text="A batch's refusal: the entry it is about (0-based). Nothing was written.",
+    )
 
 
 class LeaseSerializer(serializers.Serializer):
@@ -67,6 +71,61 @@ class TaskPageSerializer(serializers.Serializer):
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = TaskStatusSerializer(many=True)
+
+
+class PostEntrySerializer(serializers.Serializer):
+    item = serializers.DictField(child=serializers.JSONField(), help_text="The task's item.")
+    delay = serializers.IntegerField(required=False, min_value=0, help_text="0..queueSeconds.")
+    priority = serializers.IntegerField(required=False, min_value=-100, max_value=100)
+    idempotencyKey = serializers.CharField(
+        required=False,
+        max_length=255,
+        help_text="As the Idempotency-Key header of a single post; each key once per batch.",
+    )
+
+
+class PostManyRequestSerializer(serializers.Serializer):
+    tasks = PostEntrySerializer(many=True, help_text="1..100 entries.")
+
+
+class PostManySerializer(serializers.Serializer):
+    tasks = TaskStatusSerializer(many=True, help_text="Each entry's task, in order.")
+    replayed = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Indexes of the entries whose Idempotency-Key answered an earlier task.",
+    )
+
+
+class OutcomeSerializer(serializers.Serializer):
+    id = serializers.RegexField(r"^[0-9a-f]{16}$")
+    attempt = serializers.IntegerField(help_text="The task's attempts as the claim answered.")
+    outcome = serializers.ChoiceField(
+        choices=["result", "fail", "retry"],
+        help_text="result: finished; fail: failed; retry: failed, back to pending after the "
+        "backoff while the attempt budget lasts.",
+    )
+    result = serializers.JSONField(
+        required=False, allow_null=True, help_text="Required with outcome result."
+    )
+
+
+class FinishManyRequestSerializer(serializers.Serializer):
+    worker = serializers.CharField(min_length=1, max_length=200)
+    outcomes = OutcomeSerializer(many=True, help_text="1..100 entries, each task once.")
+
+
+class EntryAnswerSerializer(serializers.Serializer):
+    status = serializers.IntegerField(help_text="The status a single report would answer.")
+    task = TaskStatusSerializer(required=False, help_text="200: the task as it now stands.")
+    replayed = serializers.BooleanField(
+        required=False, help_text="200: this report repeated the one that ended the attempt."
+    )
+    code = serializers.CharField(required=False, help_text="A refusal of this entry alone.")
+    detail = serializers.CharField(required=False)
+
+
+class FinishManySerializer(serializers.Serializer):
+    outcomes = EntryAnswerSerializer(many=True, help_text="One answer per entry, in order.")
 
 
 class ItemSerializer(serializers.Serializer):

@@ -13,6 +13,8 @@ TASK = QUEUE + "tasks/<str:id>"
 urlpatterns = [
     path("", views.ApiRoot.as_view(), name="root"),
     path(QUEUE + "tasks", views.TasksView.as_view(), name="tasks"),
+    # before TASK: "batch" is no task id, but the pattern would take it for one
+    path(QUEUE + "tasks/batch", views.PostManyView.as_view(), name="post-many"),
     path(TASK, views.TaskView.as_view(), name="task"),
     path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),
     path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
@@ -21,6 +23,7 @@ urlpatterns = [
     path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
     path(TASK + "/result", views.ResultView.as_view(), name="result"),
     path(TASK + "/fail", views.FailView.as_view(), name="fail"),
+    path(QUEUE + "finish", views.FinishManyView.as_view(), name="finish-many"),
     path(QUEUE + "events", events.EventStreamView.as_view(), name="events"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script from its own URL, not inline, so the site's

@@ -24,9 +24,10 @@ from queues.access import roles_by_queue
 from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import resolve
+from queues.api.errors import refusal_body
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
 from queues.models import Queue, Role
-from queues.store import STATUSES, Reported, State, TaskPage
+from queues.store import STATUSES, Reported, State, StoreError, TaskPage
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
@@ -363,6 +364,59 @@ class FailView(APIView):
             cancelled=inputs.boolean(body, "cancelled"),
         )
         return _reported(reported)
+
+
+class PostManyView(APIView):
+    @extend_schema(
+        operation_id="post_tasks",
+        summary="Post 1..100 tasks at once: all checked before any is written, all durable "
+        "before the answer",
+        parameters=QUEUE,
+        request=s.PostManyRequestSerializer,
+        responses={
+            201: s.PostManySerializer,
+            **errors(*WITH_BODY, 422, 429),
+        },
+        description="A refusal names the entry it is about in `index` (0-based), and then "
+        "nothing of the batch was written. Two entries with one idempotencyKey are refused.",
+    )
+    def post(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        posted = actions.post_many(ctx, inputs.post_entries(inputs.json_object(request)))
+        return Response(
+            {
+                "tasks": [p.task.status_view() for p in posted],
+                "replayed": [i for i, p in enumerate(posted) if p.replayed],
+            },
+            status=201,
+        )
+
+
+class FinishManyView(APIView):
+    @extend_schema(
+        operation_id="finish_tasks",
+        summary="Report the outcomes of 1..100 claimed tasks at once, each answered on its own",
+        parameters=QUEUE,
+        request=s.FinishManyRequestSerializer,
+        responses={200: s.FinishManySerializer, **errors(*WITH_BODY)},
+        description="Each entry's answer holds the status a single result or fail would answer: "
+        "200 with the task, or a refusal of that entry alone (409 lease_lost for a lapsed lease "
+        "or a task no longer this attempt's, 404, 413), never of the batch. The batch itself is "
+        "refused (400, naming `index`) when empty, over 100, malformed, or naming a task twice.",
+    )
+    def post(self, request: Request, host: str, queue: str) -> Response:
+        ctx = resolve(request, host, queue)
+        body = inputs.json_object(request)
+        worker = inputs.string(body, "worker")
+        answers = actions.finish_many(ctx, inputs.reports(body), worker=worker)
+        return Response({"outcomes": [_entry_answer(answer) for answer in answers]})
+
+
+def _entry_answer(answer: Reported | StoreError) -> dict[str, Any]:
+    if isinstance(answer, StoreError):
+        status_code, body = refusal_body(answer)
+        return {"status": status_code, **body}
+    return {"status": 200, "task": answer.task.status_view(), "replayed": answer.replayed}
 
 
 class ApiRoot(APIView):

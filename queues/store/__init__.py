@@ -12,6 +12,7 @@ held while a verb uses it), copies (a task's copies and its lock), posting, inde
 candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
 """
 
+from .batch import MAX_BATCH, PostEntry, Report
 from .errors import (
     CorruptRecord,
     IdempotencyKeyReused,
@@ -43,6 +44,7 @@ from .sweep_preview import SweepPreview
 
 __all__ = [
     "ANY",
+    "MAX_BATCH",
     "STATE_DIRS",
     "STATUSES",
     "CorruptRecord",
@@ -63,11 +65,13 @@ __all__ = [
     "NotRetryable",
     "OrderKey",
     "PayloadTooLarge",
+    "PostEntry",
     "PostResult",
     "QueueFull",
     "QueueSettings",
     "QueueStats",
     "QueueStore",
+    "Report",
     "Reported",
     "Selection",
     "State",

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import copies, files, paths
 from .clock import now_ms
-from .core import QueueCore
+from .core import Change, QueueCore
 from .errors import CorruptRecord, InvalidRequest, StorageUnavailable, out_of_range
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
@@ -61,42 +61,72 @@ def claim(
 def _claim_from(
     core: QueueCore, qd: QueueDirs, *, worker: str, lease_ms: int, max_tasks: int, now: int
 ) -> list[Task]:
-    claimed: list[Task] = []
+    """Take up to `max_tasks` tasks (each renamed into processing/ under its lock), then write
+    their leased records together (core.apply_many: the data fsyncs at once, one fsync of
+    processing/, one of the event log), the locks held until they are written."""
+    taken: list[tuple[str, int, Change]] = []  # (id, the lock's descriptor, the change)
     busy: list[str] = []
-    while len(claimed) < max_tasks:
-        with core.lock:
-            index = core.index(qd)
-            task_id = index.take(now)
-        if task_id is None:
-            break
-        try:
-            outcome = _claim_one(core, qd, task_id, worker=worker, lease_ms=lease_ms, now=now)
-        except BaseException:
-            with core.lock:  # the file is still pending (the claim put it back): keep it
-                index.give_back(task_id)
-            raise
-        if outcome == "busy":
-            busy.append(task_id)
-        elif isinstance(outcome, Task):
-            claimed.append(outcome)
-        with core.lock:
+    index = None
+    try:
+        while len(taken) < max_tasks:
+            with core.lock:
+                index = core.index(qd)
+                task_id = index.take(now)
+            if task_id is None:
+                break
+            try:
+                outcome = _take_one(qd, task_id, worker=worker, lease_ms=lease_ms, now=now,
+                                    fsync=core.fsync)  # fmt: skip
+            except BaseException:
+                with core.lock:  # the file is still pending (the claim put it back): keep it
+                    index.give_back(task_id)
+                raise
+            if isinstance(outcome, tuple):
+                taken.append((task_id, *outcome))
+                continue  # the id stays taken (counted as pending) until its record is written
             if outcome == "busy":
+                busy.append(task_id)
                 continue
-            if isinstance(outcome, Task) or outcome == "gone":
+            with core.lock:
                 index.forget(task_id)
-            else:  # "later": pending still, but not claimable yet (the index learns its new time)
+                if outcome == "later":  # pending, not claimable yet: learn its new time
+                    index.learn(task_id)
+        claimed = (
+            core.apply_many(
+                qd, [change for _, _, change in taken], now=now, worker=worker, settings=None
+            )
+            if taken
+            else []
+        )
+    except BaseException:
+        # nothing of this claim was acknowledged: every taken record goes back to pending/
+        for task_id, _, _ in taken:
+            _undo_rename(qd, paths.task_file(task_id))
+        if index is not None:
+            with core.lock:
+                for task_id, _, _ in taken:
+                    index.give_back(task_id)
+        raise
+    finally:
+        for _, fd, _ in taken:
+            os.close(fd)
+        if busy and index is not None:
+            with core.lock:
+                for task_id in busy:
+                    index.give_back(task_id)
+    if index is not None:
+        with core.lock:
+            for task_id, _, _ in taken:
                 index.forget(task_id)
-                index.learn(task_id)
-    with core.lock:
-        for task_id in busy:
-            index.give_back(task_id)
     return claimed
 
 
-def _claim_one(
-    core: QueueCore, qd: QueueDirs, task_id: str, *, worker: str, lease_ms: int, now: int
-) -> Task | str:
-    """The claim is an atomic rename that never replaces: exactly one racing claimer wins."""
+def _take_one(
+    qd: QueueDirs, task_id: str, *, worker: str, lease_ms: int, now: int, fsync: bool
+) -> tuple[int, Change] | str:
+    """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
+    The winner gets the descriptor that holds the task's lock and the leased record to write;
+    the others "gone" (claimed elsewhere, not a task), "busy" (locked) or "later" (delayed)."""
     pending, name = qd.fd("pending"), paths.task_file(task_id)
     try:
         fd = files.lock_at(pending, name, block=False)
@@ -108,6 +138,7 @@ def _claim_one(
         raise files.unreadable(exc) from exc
     if fd is None:
         return "busy"
+    keep = False
     try:
         try:
             task = copies.parse(files.read_fd(fd))
@@ -127,7 +158,7 @@ def _claim_one(
             return "busy"  # a crash left a copy there: still a candidate once the sweep settles it
         newer = _newer_done(qd, task_id, task.rev)
         if newer:  # an interrupted move to done left this copy behind: it must not run again
-            files.unlink(qd.fd("processing"), name, fsync=core.fsync)
+            files.unlink(qd.fd("processing"), name, fsync=fsync)
             return "gone"
         new = task.replace(
             status=State.PROCESSING,
@@ -137,13 +168,11 @@ def _claim_one(
             updated_at=now,
             ended_by=None,  # a new attempt: the last one's report can no longer be replayed
         )
-        try:
-            return core.apply(qd, "processing", task, new, "claimed", now=now, worker=worker)
-        except StorageUnavailable:
-            _undo_rename(qd, name)
-            raise
+        keep = True
+        return fd, Change("processing", task, new, "claimed")
     finally:
-        os.close(fd)
+        if not keep:
+            os.close(fd)
 
 
 def _undo_rename(qd: QueueDirs, name: str) -> None:

@@ -106,3 +106,41 @@ def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
         files.write_durable(qd.fd(target), name, data, fsync=fsync)
     else:
         files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)
+
+
+def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) -> None:
+    """commit() for a batch of (source directory, new record), sharing the flushes.
+
+    Content first, as for one task: every new record is written into its directory and
+    fsynced (files.write_temps: all at once), then renamed into place, then each destination
+    directory is fsynced once; only then are the old copies unlinked, and each directory they
+    left is fsynced once."""
+    syncs = files.DirSyncs(fsync=fsync)
+    targets = [qd.fd(new.status.directory) for _, new in changes]
+    temps = files.write_temps(
+        [
+            (fd, orjson.dumps(new.to_record()))
+            for fd, (_, new) in zip(targets, changes, strict=True)
+        ],
+        fsync=fsync,
+    )
+    moved = []
+    for index, ((source, new), target_fd, temp) in enumerate(
+        zip(changes, targets, temps, strict=True)
+    ):
+        name = paths.task_file(new.id)
+        try:
+            files.commit_temp(target_fd, temp, name, fsync=False)
+        except BaseException:
+            for later_fd, later in zip(targets[index + 1 :], temps[index + 1 :], strict=True):
+                files.discard(later_fd, later)
+            raise
+        syncs.owe(target_fd)
+        if new.status.directory != source:
+            moved.append((source, name))
+    syncs.flush()  # every destination is durable before any source goes
+    for source, name in moved:
+        source_fd = qd.fd(source)
+        files.unlink(source_fd, name, fsync=False)
+        syncs.owe(source_fd)
+    syncs.flush()

@@ -17,6 +17,7 @@ import os
 import threading
 import weakref
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import copies, files, paths, posting
@@ -30,6 +31,18 @@ from .openqueues import OpenQueues
 from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .settings import QueueSettings, StoreConfig
+
+
+@dataclass(frozen=True)
+class Change:
+    """One task's change within a batch: its record as read under its lock (`old`, in the
+    directory `source`), the record to write, the event to log and the bodies to archive."""
+
+    source: str
+    old: Task
+    new: Task
+    event: str | None
+    archive: dict[str, Any] = field(default_factory=dict)
 
 
 class QueueCore:
@@ -127,6 +140,64 @@ class QueueCore:
         self.note_pending(qd, task)
         self.log.append(task, "posted", now=now, archived=archived, because=because)
         return None
+
+    def admit_many(
+        self, qd: QueueDirs, tasks: list[Task], *, now: int, settings: QueueSettings
+    ) -> list[Task | None]:
+        """admit() for a batch, in order: the prior task of each entry whose Idempotency-Key
+        was used already (None for a new task). The keys share one fsync of their directory,
+        the tasks one of pending/, and their `posted` lines one write and one flush."""
+        for task in tasks:
+            check_transition(task.id, None, task.status, "posted")
+        keyed = [(i, task) for i, task in enumerate(tasks) if task.idempotency_key is not None]
+        posting.check_keys(qd, keyed)  # before anything of the batch is written
+        priors = posting.settle_keys(qd, keyed, fsync=self.fsync) if keyed else {}
+        new = [task for task in tasks if task.id not in priors]
+        archived = {
+            task.id: [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
+            if settings.archive_payloads
+            else []
+            for task in new
+        }
+        posting.write_tasks(qd, new, fsync=self.fsync)
+        for task in new:
+            self.note_pending(qd, task)
+        self.log.append_many([(task, "posted", None, archived[task.id]) for task in new], now=now)
+        return [priors.get(task.id) for task in tasks]
+
+    def apply_many(
+        self,
+        qd: QueueDirs,
+        changes: list[Change],
+        *,
+        now: int,
+        worker: str | None,
+        settings: QueueSettings | None,
+    ) -> list[Task]:
+        """apply() for a batch of changes of locked tasks: the records are written content
+        first with one fsync per directory touched (copies.commit_many), then every event
+        line in one write and one flush of the event log."""
+        for change in changes:
+            check_transition(change.new.id, change.old.status, change.new.status, change.event)
+        archived = [
+            [self._archive(c.new, c.event, kind, body) for kind, body in c.archive.items()]
+            if settings is not None and settings.archive_payloads
+            else []
+            for c in changes
+        ]
+        copies.commit_many(qd, [(c.source, c.new) for c in changes], fsync=self.fsync)
+        for change in changes:
+            if change.new.status is State.PENDING:
+                self.note_pending(qd, change.new)
+        self.log.append_many(
+            [
+                (c.new, c.event, worker, done)
+                for c, done in zip(changes, archived, strict=True)
+                if c.event is not None
+            ],
+            now=now,
+        )
+        return [change.new for change in changes]
 
     def apply(
         self,

@@ -9,10 +9,18 @@ class StoreError(Exception):
     """A store error. Do not raise directly: raise one of the subclasses."""
 
     code = "internal"
+    # the entry of a batch this refusal is about (0-based), None outside a batch: the API
+    # renders it beside the code, so a client knows which of its 100 entries to fix
+    index: int | None = None
 
     def __init__(self, detail: str | None = None) -> None:
         self.detail = detail or (self.__doc__ or "").strip()
         super().__init__(self.detail)
+
+    def at(self, index: int) -> StoreError:
+        """This refusal, naming the batch entry it is about."""
+        self.index = index
+        return self
 
 
 class NotFound(StoreError):

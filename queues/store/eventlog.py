@@ -141,6 +141,22 @@ class EventLog:
         self.write_line(line)
         return line
 
+    def append_many(
+        self, entries: list[tuple[Task, str, str | None, list[str]]], *, now: int
+    ) -> None:
+        """The lines of a batch's transitions (task, event, worker, archived), all stamped `now`,
+        in one write and one flush: a batch shares the event log's fsync (group commit)."""
+        if not entries:
+            return
+        data = b"".join(
+            orjson.dumps(event_line(task, event, now=now, worker=worker, archived=archived)) + b"\n"
+            for task, event, worker, archived in entries
+        )
+        assert all(event in EVENTS for _, event, _, _ in entries)
+        # one write on the O_APPEND descriptor: another process's lines never land inside it
+        with self._day_fd(dt.datetime.fromtimestamp(now // 1000, dt.UTC).date()) as fd:
+            files.append(fd, data, fsync=self.fsync)
+
     def quarantined(self, host: str, queue: str, task_id: str, *, now: int) -> None:
         """A corrupt file moved aside: there is no record, so the line says only what is known."""
         self.write_line(

@@ -15,6 +15,9 @@ import errno
 import fcntl
 import os
 import secrets
+import threading
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .errors import StorageUnavailable
@@ -108,6 +111,62 @@ def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
     return name
 
 
+# A batch's data fsyncs are issued together from this many threads: the file system then
+# commits its journal once for the fsyncs that wait on it together (ext4's jbd2 batches them),
+# where one thread's fsyncs each wait for a commit of their own. Each file still has its own
+# fsync, and every one of them returns before any of the batch's renames.
+PARALLEL_FSYNCS = 8
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _fsync_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(PARALLEL_FSYNCS, thread_name_prefix="taskhoster-fsync")
+        return _pool
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's threads: it makes a pool of its own."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
+    """write_temp for a batch of (directory, data), answering the temp names in order: every
+    file is written, then all are fsynced at once (each its own fsync, PARALLEL_FSYNCS at a
+    time). On any failure every temp of the batch is removed and the first error raised."""
+    made: list[tuple[int, str, int]] = []  # (dir_fd, name, fd)
+    try:
+        for dir_fd, data in writes:
+            name = TEMP_PREFIX + secrets.token_hex(8)
+            fd = _call("open", os.open, name, _OPEN_NEW, 0o644, dir_fd=dir_fd)
+            made.append((dir_fd, name, fd))
+            view = memoryview(data)
+            while view:
+                view = view[_call("write", os.write, fd, view) :]
+        if fsync and len(made) > 1:
+            syncs = [_fsync_pool().submit(_call, "fsync", os.fsync, fd) for _, _, fd in made]
+            futures.wait(syncs)  # every one has returned before a descriptor is closed
+            for done in syncs:
+                done.result()  # the first failure raises
+        elif fsync and made:
+            _call("fsync", os.fsync, made[0][2])
+    except BaseException:
+        for dir_fd, name, _ in made:
+            discard(dir_fd, name)
+        raise
+    finally:
+        for _, _, fd in made:
+            os.close(fd)
+    return [name for _, name, _ in made]
+
+
 def discard(dir_fd: int, name: str) -> None:
     """Remove our own temp file after a failed write; the sweep removes any we cannot."""
     # the original failure is what the caller must see; a temp we cannot remove is swept later
@@ -124,6 +183,31 @@ def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         raise
     if fsync:
         _call("fsync_dir", os.fsync, dir_fd)
+
+
+def sync_dir(dir_fd: int) -> None:
+    """Make the entries of a directory durable (after the renames and unlinks made in it)."""
+    _call("fsync_dir", os.fsync, dir_fd)
+
+
+class DirSyncs:
+    """The directory fsyncs a batch owes, each directory synced once for all of its entries
+    (group commit within one call): the renames of a batch's files come first, then one fsync
+    per directory they touched, and only then is anything acknowledged or unlinked."""
+
+    def __init__(self, *, fsync: bool) -> None:
+        self.fsync = fsync
+        self._owed: dict[int, None] = {}  # ordered: the order the directories were touched
+
+    def owe(self, dir_fd: int) -> None:
+        if self.fsync:
+            self._owed[dir_fd] = None
+
+    def flush(self) -> None:
+        while self._owed:
+            dir_fd = next(iter(self._owed))
+            sync_dir(dir_fd)
+            del self._owed[dir_fd]  # only once synced: a failed fsync leaves it owed
 
 
 def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:

@@ -78,8 +78,9 @@ def check_options(settings: QueueSettings, priority: Any, delay: Any, key: str |
         raise InvalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
 
 
-def check_room(pending: int, settings: QueueSettings) -> None:
-    if pending >= settings.max_pending:
+def check_room(pending: int, settings: QueueSettings, adding: int = 1) -> None:
+    """Room for `adding` more pending tasks (a batch is admitted whole or not at all)."""
+    if pending + adding > settings.max_pending:
         raise QueueFull(retry_after=max(1, min(settings.lease_seconds, 60)))
 
 
@@ -130,6 +131,98 @@ def settle_key(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
             continue  # the key was cleaned in between: take it
         return None
     raise StorageUnavailable("The idempotency key kept changing; try again.")
+
+
+def check_keys(qd: QueueDirs, keyed: list[tuple[int, Task]]) -> None:
+    """Refuse a batch (naming the entry) whose Idempotency-Key was already used with another
+    item, before anything of the batch is written."""
+    keys = qd.fd(paths.KEYS_DIR)
+    for index, task in keyed:
+        assert task.idempotency_key is not None
+        try:
+            key = orjson.loads(
+                files.read_at(keys, paths.key_file(task.posted_by, task.idempotency_key))
+            )
+        except FileNotFoundError:
+            continue
+        if key.get("item") != item_hash(task.item):
+            raise IdempotencyKeyReused().at(index)
+
+
+def settle_keys(qd: QueueDirs, keyed: list[tuple[int, Task]], *, fsync: bool) -> dict[str, Task]:
+    """settle_key for each keyed task of a batch (with its index), sharing the flushes: every
+    key file is written and fsynced (all at once), then published, then the keys directory is
+    synced once, before any task is written. Returns the prior task of each replayed one, by
+    the new task's id.
+
+    A refusal met on the way (a key that another process used with another item since
+    check_keys looked) takes back the keys this batch published, so nothing of it stays."""
+    keys = qd.fd(paths.KEYS_DIR)
+    priors: dict[str, Task] = {}
+    published: list[str] = []
+    syncs = files.DirSyncs(fsync=fsync)
+    datas = [
+        orjson.dumps({"id": task.id, "item": item_hash(task.item), "record": task.to_record()})
+        for _, task in keyed
+    ]
+    temps = files.write_temps([(keys, data) for data in datas], fsync=fsync)
+    settled = 0
+    try:
+        for (index, task), data, temp in zip(keyed, datas, temps, strict=True):
+            assert task.idempotency_key is not None
+            key_name = paths.key_file(task.posted_by, task.idempotency_key)
+            for _ in range(3):
+                try:
+                    files.publish_new(keys, temp, key_name, fsync=False)  # the temp goes if not
+                except FileExistsError:
+                    try:
+                        prior = _replay(qd, key_name, task, fsync=fsync)
+                    except IdempotencyKeyReused as exc:
+                        raise exc.at(index) from exc
+                    if prior is None:  # the key was cleaned in between: take it
+                        temp = files.write_temp(keys, data, fsync=fsync)
+                        continue
+                    priors[task.id] = prior
+                else:
+                    published.append(key_name)
+                    syncs.owe(keys)
+                break
+            else:
+                raise StorageUnavailable("The idempotency key kept changing; try again.")
+            settled += 1
+        syncs.flush()
+    except BaseException:
+        for temp in temps[settled + 1 :]:  # the temps not yet published
+            files.discard(keys, temp)
+        for key_name in published:  # no task of this batch was written: its keys go too
+            files.discard(keys, key_name)
+        raise
+    return priors
+
+
+def write_tasks(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> None:
+    """write_task for a batch: every file written and fsynced (files.write_temps: all at once),
+    then each renamed into pending/, then one fsync of pending/ for them all (the
+    acknowledgement comes after it)."""
+    pending = qd.fd("pending")
+    syncs = files.DirSyncs(fsync=fsync)
+    temps = files.write_temps(
+        [(pending, orjson.dumps(task.to_record())) for task in tasks], fsync=fsync
+    )
+    for index, (task, temp) in enumerate(zip(tasks, temps, strict=True)):
+        try:
+            if task.idempotency_key is None:
+                files.commit_temp(pending, temp, paths.task_file(task.id), fsync=False)
+            else:
+                # FileExistsError: a replaying poster completed it from the key first, the same
+                with contextlib.suppress(FileExistsError):
+                    files.publish_new(pending, temp, paths.task_file(task.id), fsync=False)
+        except BaseException:
+            for later in temps[index + 1 :]:
+                files.discard(pending, later)
+            raise
+        syncs.owe(pending)
+    syncs.flush()
 
 
 def write_task(qd: QueueDirs, task: Task, *, fsync: bool) -> None:

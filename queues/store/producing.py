@@ -1,4 +1,4 @@
-"""The producer's verbs: post a task, read it, fetch its result, wait for it to change."""
+"""The producer's verbs: post a task (or a batch), read it, fetch its result, wait for a change."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import secrets
 import time
 from typing import Any
 
-from . import copies, paths, posting
+from . import batch, copies, paths, posting
+from .batch import PostEntry
 from .clock import now_ms
 from .core import QueueCore
+from .errors import InvalidRequest, StoreError
 from .eventlog import NO_REASON, Because
 from .inotify import arrivals, watcher
 from .records import State, Task
@@ -32,24 +34,14 @@ def post(
     because: Because = NO_REASON,
 ) -> PostResult:
     now = now_ms(now)
-    posting.check_item(item, settings)
-    posting.check_options(settings, priority, delay_seconds, idempotency_key)
-    task = Task(
-        id=secrets.token_hex(8),
-        host=paths.validate_host(host),
-        queue=paths.validate_queue(queue),
-        status=State.PENDING,
+    entry = PostEntry(
         item=item,
-        posted_by=posted_by,
-        posted_at=now,
-        updated_at=now,
-        rev=1,
         priority=priority,
-        available_at=now + delay_seconds * 1000 if delay_seconds else 0,
-        max_attempts=settings.attempt_budget(),
+        delay_seconds=delay_seconds,
         idempotency_key=idempotency_key,
-        reposted_from=reposted_from,
     )
+    task = _new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
+                     reposted_from=reposted_from)  # fmt: skip
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
             prior = core.admit(qd, task, now=now, settings=settings, because=because)
@@ -61,6 +53,84 @@ def post(
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
+
+
+def post_many(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    entries: list[PostEntry],
+    *,
+    settings: QueueSettings,
+    posted_by: str | None,
+    now: int | None = None,
+) -> list[PostResult]:
+    """Post up to 100 tasks in one call, all or nothing as far as checks go: every entry is
+    checked before any is written, and a refusal names the entry (StoreError.index). Every task
+    is durable before this returns; the answers are in the order of the entries.
+
+    Two entries with one Idempotency-Key are refused (the second one's index): within one
+    batch the second could only be a replay of the first, which is a client's bug."""
+    now = now_ms(now)
+    batch.check_size(entries, "tasks")
+    repeat = batch.first_repeat([entry.idempotency_key for entry in entries])
+    if repeat is not None:
+        raise InvalidRequest(
+            "Two entries of the batch have the same Idempotency-Key; each key may be used once."
+        ).at(repeat)
+    tasks = []
+    for index, entry in enumerate(entries):
+        try:
+            tasks.append(
+                _new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now)
+            )
+        except StoreError as exc:
+            raise exc.at(index) from exc
+    with core.queue_dirs(host, queue, create=True) as qd:
+        if not settings.max_pending:
+            priors = core.admit_many(qd, tasks, now=now, settings=settings)
+        else:
+            with posting.posts_locked(qd):
+                with core.lock:
+                    posting.check_room(core.pending_count(qd), settings, adding=len(tasks))
+                priors = core.admit_many(qd, tasks, now=now, settings=settings)
+    return [
+        PostResult(task=task, replayed=False)
+        if prior is None
+        else PostResult(task=prior, replayed=True)
+        for task, prior in zip(tasks, priors, strict=True)
+    ]
+
+
+def _new_task(
+    host: str,
+    queue: str,
+    entry: PostEntry,
+    *,
+    settings: QueueSettings,
+    posted_by: str | None,
+    now: int,
+    reposted_from: str | None = None,
+) -> Task:
+    """A checked entry as the pending record it becomes (nothing written yet)."""
+    posting.check_item(entry.item, settings)
+    posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
+    return Task(
+        id=secrets.token_hex(8),
+        host=paths.validate_host(host),
+        queue=paths.validate_queue(queue),
+        status=State.PENDING,
+        item=entry.item,
+        posted_by=posted_by,
+        posted_at=now,
+        updated_at=now,
+        rev=1,
+        priority=entry.priority,
+        available_at=now + entry.delay_seconds * 1000 if entry.delay_seconds else 0,
+        max_attempts=settings.attempt_budget(),
+        idempotency_key=entry.idempotency_key,
+        reposted_from=reposted_from,
+    )
 
 
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:

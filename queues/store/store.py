@@ -1,9 +1,9 @@
 """QueueStore: the store's public face. Each method delegates to the module that holds the verb.
 
-- producing: post, read, fetch, wait_for_change
+- producing: post, post_many, read, fetch, wait_for_change
 - operating: cancel, retry, requeue, delete, repost
 - claiming: claim, wait_claim
-- working: progress, finish, fail
+- working: progress, finish, finish_many, fail
 - listing: list_tasks, stats
 - selecting: find, state_counts (the console's queue page)
 - sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store)
@@ -19,7 +19,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
+from .batch import PostEntry, Report
 from .core import QueueCore
+from .errors import StoreError
 from .paths import QueueDirs
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
@@ -80,6 +82,20 @@ class QueueStore:
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key,
             now=now,
+        )
+
+    def post_many(
+        self,
+        host: str,
+        queue: str,
+        entries: list[PostEntry],
+        *,
+        settings: QueueSettings,
+        posted_by: str | None,
+        now: int | None = None,
+    ) -> list[PostResult]:
+        return producing.post_many(
+            self.core, host, queue, entries, settings=settings, posted_by=posted_by, now=now
         )
 
     def read(self, host: str, queue: str, task_id: str) -> Task:
@@ -313,6 +329,20 @@ class QueueStore:
             attempt=attempt,
             result=result,
             now=now,
+        )
+
+    def finish_many(
+        self,
+        host: str,
+        queue: str,
+        reports: list[Report],
+        *,
+        settings: QueueSettings,
+        worker: str,
+        now: int | None = None,
+    ) -> list[Reported | StoreError]:
+        return working.finish_many(
+            self.core, host, queue, reports, settings=settings, worker=worker, now=now
         )
 
     def fail(

@@ -5,15 +5,18 @@ replay (a worker repeating a report whose answer it lost) instead of as a lost l
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import orjson
 
-from . import copies, paths
+from . import batch, copies, paths
+from .batch import Report
 from .claiming import checked_lease_ms
 from .clock import now_ms
-from .core import QueueCore
-from .errors import InvalidRequest, LeaseLost
+from .core import Change, QueueCore
+from .errors import InvalidRequest, LeaseLost, NotFound, StoreError
+from .paths import QueueDirs
 from .posting import check_size
 from .records import Lease, State, Task
 from .results import Reported
@@ -150,30 +153,8 @@ def finish(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        task = found.task
-        if _finished_so(task, worker, attempt, result):
-            return Reported(task=task, replayed=True)
-        _held(task, worker, attempt)
-        new = task.replace(
-            status=State.FINISHED,
-            result=result,
-            lease=None,
-            updated_at=now,
-            finished_at=now,
-            ended_by=worker,
-        )
-        done = core.apply(
-            qd,
-            found.directory,
-            task,
-            new,
-            "result",
-            now=now,
-            worker=worker,
-            archive={"result": result},
-            settings=settings,
-        )
-        return Reported(task=done, replayed=False)
+        planned = _plan_finish(found, worker, attempt, result, now=now)
+        return _apply_one(core, qd, planned, now=now, worker=worker, settings=settings)
 
 
 def fail(
@@ -204,50 +185,167 @@ def fail(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        task = found.task
-        if _failed_so(task, worker, attempt, result, retry=retry, cancelled=cancelled):
-            return Reported(task=task, replayed=True)
-        _held(task, worker, attempt)
-        end = {"lease": None, "updated_at": now, "ended_by": worker}
-        if cancelled:
-            if not task.cancel_requested:
-                raise InvalidRequest("Only a task whose cancel was requested can end cancelled.")
-            new = task.replace(status=State.CANCELLED, result=result, finished_at=now, **end)
-            event = "cancelled"
-        elif (
-            retry
-            and not task.cancel_requested
-            and (not task.max_attempts or task.attempts < task.max_attempts)
-        ):
-            new = task.replace(
-                status=State.PENDING,
-                last_error=result,
-                progress=None,
-                available_at=now + settings.backoff_ms(task.attempts),
-                requeued_at=now if task.max_attempts else task.requeued_at,
-                **end,
-            )
-            event = "requeue"
-        else:
-            error = (
-                "attempts" if retry and task.max_attempts and not task.cancel_requested else None
-            )
-            new = task.replace(
-                status=State.FAILED, result=result, error=error, finished_at=now, **end
-            )
-            event = "failed"
-        body = {"result": result} if result is not None else {}
-        if new.error:
-            body["error"] = new.error
-        ended = core.apply(
-            qd,
-            found.directory,
-            task,
-            new,
-            event,
-            now=now,
-            worker=worker,
-            archive=body,
-            settings=settings,
+        planned = _plan_fail(
+            found, worker, attempt, result, retry=retry, cancelled=cancelled,
+            settings=settings, now=now,
+        )  # fmt: skip
+        return _apply_one(core, qd, planned, now=now, worker=worker, settings=settings)
+
+
+def finish_many(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    reports: list[Report],
+    *,
+    settings: QueueSettings,
+    worker: str,
+    now: int | None = None,
+) -> list[Reported | StoreError]:
+    """The outcomes of up to 100 claimed tasks in one call, each answered on its own: a
+    Reported, or the refusal of that entry alone (lease_lost for a lapsed lease or a task in
+    another state, not_found, payload_too_large...). The changes share one fsync per directory
+    and one of the event log; all are durable before this returns.
+
+    Refused whole (InvalidRequest naming the index): an empty or oversized batch, or one task
+    reported twice. Every task is locked for the writes, in id order, so that two batches
+    naming the same tasks cannot wait on each other."""
+    now = now_ms(now)
+    batch.check_size(reports, "outcomes")
+    repeat = batch.first_repeat([report.task_id for report in reports])
+    if repeat is not None:
+        raise InvalidRequest("The batch reports one task twice.").at(repeat)
+    answers: list[Reported | StoreError | None] = [None] * len(reports)
+    for index, report in enumerate(reports):
+        try:
+            paths.validate_task_id(report.task_id)
+            if report.outcome == "result" or report.result is not None:
+                check_size("result", report.result, settings)
+        except StoreError as exc:
+            answers[index] = exc.at(index)
+    with core.queue_dirs(host, queue) as qd, contextlib.ExitStack() as locks:
+        changes: list[tuple[int, Change]] = []
+        order = sorted(range(len(reports)), key=lambda i: reports[i].task_id)
+        for index in order:
+            if answers[index] is not None:
+                continue
+            report = reports[index]
+            try:
+                found = locks.enter_context(copies.locked(qd, report.task_id))
+                planned = _plan_report(found, worker, report, settings=settings, now=now)
+            except (NotFound, LeaseLost, InvalidRequest) as exc:
+                answers[index] = exc.at(index)
+                continue
+            if isinstance(planned, Reported):
+                answers[index] = planned
+            else:
+                changes.append((index, planned))
+        changes.sort()  # written (and logged) in the order of the entries
+        done = core.apply_many(
+            qd, [change for _, change in changes], now=now, worker=worker, settings=settings
         )
-        return Reported(task=ended, replayed=False)
+    for (index, _), task in zip(changes, done, strict=True):
+        answers[index] = Reported(task=task, replayed=False)
+    assert all(answer is not None for answer in answers)
+    return answers  # type: ignore[return-value]
+
+
+def _apply_one(
+    core: QueueCore,
+    qd: QueueDirs,
+    planned: Change | Reported,
+    *,
+    now: int,
+    worker: str,
+    settings: QueueSettings,
+) -> Reported:
+    if isinstance(planned, Reported):
+        return planned
+    ended = core.apply(
+        qd,
+        planned.source,
+        planned.old,
+        planned.new,
+        planned.event,
+        now=now,
+        worker=worker,
+        archive=planned.archive,
+        settings=settings,
+    )
+    return Reported(task=ended, replayed=False)
+
+
+def _plan_report(
+    found: copies.Copy, worker: str, report: Report, *, settings: QueueSettings, now: int
+) -> Change | Reported:
+    if report.outcome == "result":
+        return _plan_finish(found, worker, report.attempt, report.result, now=now)
+    return _plan_fail(
+        found, worker, report.attempt, report.result, retry=report.outcome == "retry",
+        cancelled=False, settings=settings, now=now,
+    )  # fmt: skip
+
+
+def _plan_finish(
+    found: copies.Copy, worker: str, attempt: int, result: Any, *, now: int
+) -> Change | Reported:
+    """What finishing the locked task makes of it: a replay, or the change to write."""
+    task = found.task
+    if _finished_so(task, worker, attempt, result):
+        return Reported(task=task, replayed=True)
+    _held(task, worker, attempt)
+    new = task.replace(
+        status=State.FINISHED,
+        result=result,
+        lease=None,
+        updated_at=now,
+        finished_at=now,
+        ended_by=worker,
+    )
+    return Change(found.directory, task, new, "result", {"result": result})
+
+
+def _plan_fail(
+    found: copies.Copy,
+    worker: str,
+    attempt: int,
+    result: Any,
+    *,
+    retry: bool,
+    cancelled: bool,
+    settings: QueueSettings,
+    now: int,
+) -> Change | Reported:
+    """What failing the locked task makes of it: a replay, or the change to write."""
+    task = found.task
+    if _failed_so(task, worker, attempt, result, retry=retry, cancelled=cancelled):
+        return Reported(task=task, replayed=True)
+    _held(task, worker, attempt)
+    end = {"lease": None, "updated_at": now, "ended_by": worker}
+    if cancelled:
+        if not task.cancel_requested:
+            raise InvalidRequest("Only a task whose cancel was requested can end cancelled.")
+        new = task.replace(status=State.CANCELLED, result=result, finished_at=now, **end)
+        event = "cancelled"
+    elif (
+        retry
+        and not task.cancel_requested
+        and (not task.max_attempts or task.attempts < task.max_attempts)
+    ):
+        new = task.replace(
+            status=State.PENDING,
+            last_error=result,
+            progress=None,
+            available_at=now + settings.backoff_ms(task.attempts),
+            requeued_at=now if task.max_attempts else task.requeued_at,
+            **end,
+        )
+        event = "requeue"
+    else:
+        error = "attempts" if retry and task.max_attempts and not task.cancel_requested else None
+        new = task.replace(status=State.FAILED, result=result, error=error, finished_at=now, **end)
+        event = "failed"
+    body = {"result": result} if result is not None else {}
+    if new.error:
+        body["error"] = new.error
+    return Change(found.directory, task, new, event, body)

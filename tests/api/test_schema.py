@@ -29,6 +29,8 @@ API_MD = {
     "/api/v1/queues/{host}/{queue}/tasks/{id}/progress": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/result": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/fail": {"post"},
+    "/api/v1/queues/{host}/{queue}/tasks/batch": {"post"},
+    "/api/v1/queues/{host}/{queue}/finish": {"post"},
 }
 
 
@@ -68,7 +70,11 @@ def test_the_schema_describes_every_endpoint_body_and_error(client):
         "scheme": "bearer",
         "description": "An API token: th_…",
     }
-    assert set(components["schemas"]["Error"]["properties"]) == {"code", "detail"}
+    assert set(components["schemas"]["Error"]["properties"]) == {"code", "detail", "index"}
+    batch = schema["paths"]["/api/v1/queues/{host}/{queue}/tasks/batch"]["post"]
+    assert {"201", "413", "422", "429"} <= set(batch["responses"])
+    finish = schema["paths"]["/api/v1/queues/{host}/{queue}/finish"]["post"]
+    assert "outcomes" in components_of(schema, finish["responses"]["200"])["properties"]
 
 
 def test_the_schema_documents_the_replay_header_and_the_requeue_time(client):

@@ -204,3 +204,67 @@ def test_a_stopped_pool_claims_no_more_and_lets_its_handlers_finish(live, client
     assert done == [2]
     statuses = sorted(clients["olga"].get(HOST, "poolstop", id)["status"] for id in posted)
     assert statuses == ["finished", "finished", "pending"]
+
+
+def test_post_many_and_finish_many_through_the_client(live, clients):
+    posted = clients["paul"].post_many(
+        HOST, "batch", [{"item": {"n": n}, "priority": n} for n in range(3)]
+    )
+    assert [t["status"] for t in posted] == ["pending"] * 3
+    with pytest.raises(ApiError) as refused:
+        clients["paul"].post_many(HOST, "batch", [{"item": {}}, {"item": "not an object"}])
+    assert refused.value.code == "invalid_item" and refused.value.index == 1
+    claimed = clients["wendy"].claim(HOST, "batch", "box", max=3)
+    assert [t["item"]["n"] for t in claimed] == [2, 1, 0]  # by priority
+    outcomes = [{"id": t["id"], "attempt": 1, "outcome": "result", "result": {}} for t in claimed]
+    outcomes[1]["attempt"] = 2  # not this attempt: refused in its slot alone
+    answers = clients["wendy"].finish_many(HOST, "batch", "box", outcomes)
+    assert [a["status"] for a in answers] == [200, 409, 200]
+    assert answers[1]["code"] == "lease_lost"
+    assert clients["olga"].get(HOST, "batch", claimed[1]["id"])["status"] == "processing"
+
+
+def test_a_pool_reports_the_outcomes_that_end_together_in_one_batch(live, clients):
+    n = 4
+    barrier = threading.Barrier(n, timeout=20)  # every handler ends at about the same time
+    sent: list[list[str]] = []
+
+    class Counting(type(clients["wendy"])):
+        def finish_many(self, host, queue, worker, outcomes):
+            sent.append([o["outcome"] for o in outcomes])
+            return super().finish_many(host, queue, worker, outcomes)
+
+        def result(self, *args, **kwargs):  # a batching pool never reports one by one
+            raise AssertionError("a single result was sent")
+
+    def handler(job):
+        barrier.wait()
+        kind = job.item["kind"]
+        if kind == "retry" and job.attempt == 1:
+            raise Retry("once more")
+        if kind == "fail":
+            raise Fail("bad input")
+        if kind == "big":
+            return {"x": "y" * 5000}  # over the queue's 2000 bytes: failed as ResultTooLarge
+        return {"n": job.attempt}
+
+    kinds = ["ok", "retry", "fail", "big"]
+    posted = clients["paul"].post_many(HOST, "batchpool", [{"item": {"kind": k}} for k in kinds])
+    counting = Counting(live.url, live.tokens["wendy"], timeout=15)
+    stop = threading.Event()
+    guard = threading.Timer(60, stop.set)
+    guard.start()
+    try:
+        handled = run_worker(counting, HOST, "batchpool", "pool", handler, wait=5,
+                             max_tasks=n, concurrency=n, stop_event=stop)  # fmt: skip
+    finally:
+        guard.cancel()
+    assert handled == n
+    assert max(len(batch) for batch in sent) > 1  # outcomes shared a request
+    assert sorted(k for batch in sent for k in batch) == ["fail", "result", "result", "retry"]
+    finals = {k: clients["olga"].get(HOST, "batchpool", t["id"]) for k, t in zip(kinds, posted)}
+    assert finals["ok"]["status"] == "finished"
+    assert finals["retry"]["status"] == "pending" and finals["retry"]["lastError"]
+    assert finals["fail"]["status"] == "failed"
+    assert finals["big"]["status"] == "failed"
+    assert finals["big"]["result"]["type"] == "ResultTooLarge"

@@ -1,13 +1,16 @@
 """The durable-write order, read from the kernel's side with strace (not from the store's hook).
 
-A child process posts, claims and finishes one task with fsync on, under
-`strace -f -y` (which prints the path behind every descriptor). For each operation:
+A child process posts, claims and finishes one task with fsync on, then posts, claims and
+batch-finishes a batch of five, under `strace -f -y` (which prints the path behind every
+descriptor). For each operation, the batches' included:
 - every rename of a temp file onto a task name comes after an fsync of that temp file and
   before an fsync of its directory (fsync(file) < rename < fsync(dir));
 - the claim's rename pending -> processing is followed by an fsync of processing/;
 - every unlink of a task file from a state directory comes after an fsync of the directory the
   task was written to, and is followed by an fsync of the directory it left.
-A child run with a planted bug (no directory fsync after a rename) must fail the same check.
+A batch fsyncs each directory it touched once and the event log once (group commit within one
+call), all before it returns. A child run with a planted bug (no directory fsync after a rename,
+in a single write and in a batch's) must fail the same check.
 """
 
 from __future__ import annotations
@@ -22,16 +25,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = ("post", "claim", "finish")
+OPS = ("post", "claim", "finish", "post_many", "claim_many", "finish_many")
+BATCH = 5  # tasks in each batch of the child
 CHILD = """
 import os, sys
 from pathlib import Path
-from queues.store import QueueSettings, QueueStore, StoreConfig, files
+from queues.store import PostEntry, QueueSettings, QueueStore, Report, StoreConfig, files
 root = Path(sys.argv[1])
 if sys.argv[2] == "plant":
     def commit(dir_fd, temp, name, *, fsync):
         files._call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     files.commit_temp = commit
+    files.DirSyncs.flush = lambda self: None  # a batch that never syncs its directories
 s = QueueSettings(lease_seconds=3600)
 st = QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=True))
 st.create_queue("task.example.com", "resize")
@@ -46,6 +51,15 @@ mark("claim")
 st.claim("task.example.com", "resize", settings=s, worker="w")
 mark("finish")
 st.finish("task.example.com", "resize", t.id, settings=s, worker="w", attempt=1, result={})
+mark("post_many")
+entries = [PostEntry(item={"n": i}, idempotency_key=f"k{i}" if i % 2 else None) for i in range(5)]
+st.post_many("task.example.com", "resize", entries, settings=s, posted_by="a")
+mark("claim_many")
+claimed = st.claim("task.example.com", "resize", settings=s, worker="w", max_tasks=5)
+mark("finish_many")
+reports = [Report(task_id=c.id, attempt=1, outcome="retry" if i == 0 else "result", result={})
+           for i, c in enumerate(claimed)]
+st.finish_many("task.example.com", "resize", reports, settings=s, worker="w")
 mark("end")
 """
 STRACE_CALLS = "openat,rename,renameat,renameat2,link,linkat,unlink,unlinkat,fsync,fdatasync"
@@ -66,7 +80,7 @@ def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
         timeout=120,
     )
     calls = []
-    for line in out.read_text().splitlines():
+    for line in _joined(out.read_text().splitlines()):
         m = _LINE.match(line)
         if not m:
             continue
@@ -78,6 +92,26 @@ def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
             continue
         calls.append((call, _paths(args)))
     return calls
+
+
+_UNFINISHED = re.compile(r"^(\d+)\s+(.*) <unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. \w+ resumed>(.*)$")
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """strace -f splits a call that another thread's call interrupted into "<unfinished ...>"
+    and "<... resumed>" lines (a batch's fsyncs run in several threads): each is joined back
+    into one line, placed where the call returned (when its result became known)."""
+    started: dict[str, str] = {}
+    joined = []
+    for line in lines:
+        if m := _UNFINISHED.match(line):
+            started[m.group(1)] = m.group(2)
+        elif (m := _RESUMED.match(line)) and m.group(1) in started:
+            joined.append(f"{m.group(1)} {started.pop(m.group(1))}{m.group(2)}")
+        else:
+            joined.append(line)
+    return joined
 
 
 def _paths(args: str) -> list[str]:
@@ -159,6 +193,25 @@ def test_fsync_order_under_strace(tmp_path: Path) -> None:
     # the claim and the finish each moved the task out of a directory it was in
     assert any(c == "renameat2" for c, _ in segs["claim"])
     assert any(c.startswith("unlink") for c, p in segs["finish"] if "/processing/" in p[0])
+    # group commit: a batch fsyncs each directory it touched once, and the event log once
+    assert dir_syncs(segs["post_many"]) == {"keys": 1, "pending": 1}
+    assert dir_syncs(segs["finish_many"]) == {"done": 1, "pending": 1, "processing": 1}
+    for op in ("post_many", "finish_many"):
+        assert sum(1 for c, p in segs[op] if c == "fdatasync" and p[0].endswith(".jsonl")) == 1
+        renames = [p for c, p in segs[op] if c.startswith("rename") and "/keys/" not in p[1]]
+        assert len(renames) == BATCH, op
+    assert sum(1 for c, p in segs["finish_many"] if c.startswith("unlink")) == BATCH
+
+
+def dir_syncs(seg: list[tuple[str, list[str]]]) -> dict[str, int]:
+    """How many times each directory of the queue was fsynced in the segment."""
+    counts: dict[str, int] = {}
+    for call, paths in seg:
+        if call == "fsync" and paths and not os.path.basename(paths[0]).startswith(".tmp-"):
+            name = os.path.basename(paths[0])
+            if name in ("pending", "processing", "done", "keys"):
+                counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 @needs_strace

@@ -149,3 +149,53 @@ def capped_poster(items: str, logs: str, queues: list[str], barrier: Any, out: A
         except Exception as exc:  # any other error fails the test
             outcomes.append((queue, repr(exc)))
     out.put(outcomes)
+
+
+def batch_poster(items: str, logs: str, ack_fd: int, size: int) -> None:
+    """Post batches until killed; after each batch's answer, write its ids to `ack_fd` as one
+    JSON line (a pipe: one write below PIPE_BUF arrives whole or not at all)."""
+    import os
+
+    import orjson
+
+    from queues.store import PostEntry
+
+    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True))
+    n = 0
+    while True:
+        entries = [
+            PostEntry(item={"n": n + i}, idempotency_key=f"k{n + i}" if i % 4 == 0 else None)
+            for i in range(size)
+        ]
+        posted = store.post_many(HOST, QUEUE, entries, settings=LONG, posted_by="a")
+        os.write(ack_fd, orjson.dumps([[p.task.id, p.task.item["n"]] for p in posted]) + b"\n")
+        n += size
+
+
+def batch_finisher(items: str, logs: str, ack_fd: int, size: int) -> None:
+    """Claim and batch-finish until the queue is empty or killed; after each batch's answer,
+    write [id, status] of each entry to `ack_fd` as one JSON line (and "claimed" before each
+    batch finish starts, so the parent can aim its kill at the finish). One in three is
+    retried."""
+    import os
+
+    import orjson
+
+    from queues.store import Report, Reported
+
+    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True))
+    while tasks := store.claim(HOST, QUEUE, settings=LONG, worker="box-1", max_tasks=size):
+        os.write(ack_fd, b'"claimed"\n')  # the batch finish starts now
+        reports = [
+            Report(
+                task_id=t.id,
+                attempt=t.attempts,
+                outcome="retry" if i % 3 == 0 else "result",
+                result={"i": i},
+            )
+            for i, t in enumerate(tasks)
+        ]
+        answers = store.finish_many(HOST, QUEUE, reports, settings=LONG, worker="box-1")
+        acked = [[a.task.id, a.task.status.value] for a in answers if isinstance(a, Reported)]
+        os.write(ack_fd, orjson.dumps(acked) + b"\n")
+    os._exit(0)
