@@ -13,9 +13,11 @@ LONG = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600, retain_second
 CAP = 20  # capped_poster's maxPending
 
 
-def claimer(items: str, logs: str, worker: str, out: Any, start: Any) -> None:
-    """Claim until the queue is empty; report every claimed id and any error."""
+def claimer(items: str, logs: str, worker: str, out: Any, ready: Any, start: Any) -> None:
+    """Once every claimer is ready, claim until the queue is empty; report every claimed id and
+    any error."""
     store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=False))
+    ready.put(worker)
     start.wait()
     got, errors, misses = [], [], 0
     while misses < 3:

@@ -19,16 +19,20 @@ from .conftest import HOST, QUEUE, T0
 def test_claim_race_every_task_claimed_exactly_once(h):
     posted = {h.post(settings=procs.LONG).id for _ in range(1000)}
     ctx = mp.get_context("spawn")
-    out, start = ctx.Queue(), ctx.Event()
+    out, ready, start = ctx.Queue(), ctx.Queue(), ctx.Event()
     workers = [
         ctx.Process(
             target=procs.claimer,
-            args=(str(h.config.items_dir), str(h.config.logs_dir), f"w{i}", out, start),
+            args=(str(h.config.items_dir), str(h.config.logs_dir), f"w{i}", out, ready, start),
         )
         for i in range(8)
     ]
     for p in workers:
         p.start()
+    # All eight started and opened the store before any claims: on a loaded machine a process
+    # still starting would otherwise find the queue emptied by the first one.
+    for _ in workers:
+        ready.get(timeout=120)
     start.set()
     results = [out.get(timeout=120) for _ in workers]
     for p in workers:
