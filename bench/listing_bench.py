@@ -225,9 +225,9 @@ def memory(root: str, out: Any) -> None:
     store = make_store(Path(root))
     tracemalloc.start()
     store.list_tasks(HOST, QUEUE, limit=LIMIT)
-    held = tracemalloc.get_traced_memory()[0]
+    traced = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    out.put((held, len(store.core.listings.of(held(store)).tasks)))
+    out.put((traced, len(store.core.listings.of(held(store)).tasks)))
     store.close()
 
 
