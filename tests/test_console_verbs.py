@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from queues.models import QueueAccess
 from queues.services import get_store
 from queues.store import NotFound, sweep_queue
 from tasklogs.ingest import ingest_directory
 from tasklogs.models import TaskEvent
+from tests.test_console import client_for
 
 pytestmark = pytest.mark.django_db
 HOST = "task.example.com"
@@ -32,15 +32,6 @@ def resize(make_queue):
         item_schema={"type": "object", "required": ["url"]},
         max_item_bytes=200,
     )
-
-
-def client_for(username: str, *, role: str | None = None, queue=None, **flags) -> Client:
-    user = User.objects.create_user(username, password="pw-" + username, **flags)
-    if role:
-        QueueAccess.objects.create(queue=queue, user=user, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

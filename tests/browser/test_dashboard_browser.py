@@ -8,30 +8,12 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from queues.services import get_store, grant, save_queue
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 from tests.console_events import lifecycle, now_ms
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-DESKTOP = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
 MIN = 60_000
 LONG = "thumbnails-for-the-very-long-named-gallery"
-
-
-def log_in(page, live_server, username: str, password: str, then: str = "/") -> None:
-    page.goto(f"{live_server.url}/login/?next={then}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{then}")
-
-
-def overflow(page) -> tuple[int, int]:
-    return page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-
-
-def assert_fits(page) -> None:
-    wide, screen = overflow(page)
-    assert wide <= screen, f"{page.url} is {wide} px wide on a {screen} px screen"
 
 
 def a_day_of_work() -> None:

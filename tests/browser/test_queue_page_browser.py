@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from queues.services import get_store, grant, save_queue
 from queues.tokens import issue_token
-from tests.browser.test_dashboard_browser import DESKTOP, PHONE, assert_fits, log_in
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 HOST, NAME = "task.example.com", "thumbnails-for-the-very-long-named-gallery"

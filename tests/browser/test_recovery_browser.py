@@ -13,20 +13,11 @@ from playwright.sync_api import expect
 
 from queues.services import get_store, grant, save_queue
 from queues.store import sweep_queue
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-DESKTOP = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
 HOST = "task.example.com"
 SCHEMA = {"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}}}
-
-
-def log_in(page, live_server, username: str, password: str, then: str = "/") -> None:
-    page.goto(f"{live_server.url}/login/?next={then}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{then}")
 
 
 def both_widths(page, shoot, name: str) -> None:
@@ -34,8 +25,7 @@ def both_widths(page, shoot, name: str) -> None:
     page.set_viewport_size(DESKTOP)
     shoot(page, f"{name}-desktop")
     page.set_viewport_size(PHONE)
-    wide, screen = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert wide <= screen, f"{page.url} is {wide} px wide on a {screen} px screen"
+    assert_fits(page)
     shoot(page, f"{name}-phone")
     page.set_viewport_size(DESKTOP)
 
