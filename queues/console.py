@@ -84,12 +84,11 @@ def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboa
     days = activity(keys, now_s=now_s)
     workers = workers_seen(keys, now_s=now_s)
     rows = []
-    for queue in queues:
+    for queue, key in zip(queues, keys, strict=True):
         try:
-            stats: QueueStats | None = store.stats(queue.host.name, queue.name, now=now_ms)
+            stats: QueueStats | None = store.stats(*key, now=now_ms)
         except NotFound:
             stats = None
-        key = (queue.host.name, queue.name)
         day, chart = days[key], activity_chart(days[key], label=str(queue))
         rows.append(
             QueueRow(queue=queue, stats=stats, activity=day, chart=chart, workers=workers[key])

@@ -320,10 +320,6 @@ def remove_file(path: str) -> None:
     _call("unlink", os.unlink, path)
 
 
-def remove_dir(path: str) -> None:
-    _call("rmdir", os.rmdir, path)
-
-
 def read_at(dir_fd: int, name: str) -> bytes:
     """Read a whole file without following a symlink (ELOOP: the caller treats it as corrupt)."""
     fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
