@@ -44,27 +44,63 @@ def read_copy(qd: QueueDirs, directory: str, task_id: str) -> Task | None:
 
 
 def _read_copy(qd: QueueDirs, directory: str, task_id: str) -> Copy | None:
+    opened = _open_copy(qd, directory, task_id)
+    if opened is None:
+        return None
+    os.close(opened[0])
+    return opened[1]
+
+
+def _open_copy(qd: QueueDirs, directory: str, task_id: str) -> tuple[int, Copy] | None:
+    """The record in one directory and the open descriptor it was read from (the caller
+    closes it); None when absent. Raises CorruptRecord (symlinks too)."""
     try:
-        data = files.read_at(qd.fd(directory), paths.task_file(task_id))
+        fd = files.open_read(qd.fd(directory), paths.task_file(task_id))
     except FileNotFoundError:
         return None
     except OSError as exc:  # ELOOP: a symlink planted in the store is never followed
         raise CorruptRecord(f"Task file {task_id} cannot be read: {exc.strerror}.") from exc
-    return Copy(directory, parse(data), data)
+    try:
+        data = files.read_fd(fd)
+        return fd, Copy(directory, parse(data), data)
+    except OSError as exc:
+        os.close(fd)
+        raise CorruptRecord(f"Task file {task_id} cannot be read: {exc.strerror}.") from exc
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_copies(qd: QueueDirs, task_id: str) -> list[tuple[int, Copy]]:
+    """Every readable copy with its open descriptor, the winner first (the caller closes
+    them). Corrupt copies are left for the sweep."""
+    found: list[tuple[int, Copy]] = []
+    try:
+        for directory in paths.STATE_DIRS:
+            try:
+                opened = _open_copy(qd, directory, task_id)
+            except CorruptRecord:
+                continue
+            if opened is None:
+                continue
+            if opened[1].task.id != task_id:
+                os.close(opened[0])
+                continue
+            found.append(opened)
+    except BaseException:
+        for fd, _ in found:
+            os.close(fd)
+        raise
+    found.sort(key=lambda o: (o[1].task.rev, PRECEDENCE[o[1].directory]), reverse=True)
+    return found
 
 
 def copies(qd: QueueDirs, task_id: str) -> list[Copy]:
     """Every readable copy, the winner first. Corrupt copies are left for the sweep."""
-    found = []
-    for directory in paths.STATE_DIRS:
-        try:
-            copy = _read_copy(qd, directory, task_id)
-        except CorruptRecord:
-            continue
-        if copy is not None and copy.task.id == task_id:
-            found.append(copy)
-    found.sort(key=lambda c: (c.task.rev, PRECEDENCE[c.directory]), reverse=True)
-    return found
+    opened = _open_copies(qd, task_id)
+    for fd, _ in opened:
+        os.close(fd)
+    return [copy for _, copy in opened]
 
 
 def winner(qd: QueueDirs, task_id: str) -> Copy:
@@ -76,21 +112,23 @@ def winner(qd: QueueDirs, task_id: str) -> Copy:
 
 @contextmanager
 def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
-    """The winning copy, locked against every other writer for the duration of the block."""
+    """The winning copy, locked against every other writer for the duration of the block.
+
+    The winner is locked through the descriptor it was read from: once the lock is held and
+    its name still names that inode, the record read is the record on disk (a task file never
+    changes once named), so it is neither opened nor read a second time."""
+    name = paths.task_file(task_id)
     for _ in range(100):
-        best = winner(qd, task_id)
+        opened = _open_copies(qd, task_id)
+        if not opened:
+            raise NotFound()
+        (fd, best), losers = opened[0], opened[1:]
+        for other, _ in losers:
+            os.close(other)
         try:
-            fd = files.lock_at(qd.fd(best.directory), paths.task_file(task_id), block=True)
-        except FileNotFoundError:
-            continue  # moved between the read and the lock: look again
-        if fd is None:
-            continue
-        try:
-            data = files.read_fd(fd)
-            task = best.task if data == best.raw else parse(data)
-            if task.rev != best.task.rev:
-                continue  # rewritten between the read and the lock: look again
-            yield Copy(best.directory, task, data)
+            if not files.lock_open(qd.fd(best.directory), name, fd, block=True):
+                continue  # moved or rewritten between the read and the lock: look again
+            yield best
             return
         finally:
             os.close(fd)

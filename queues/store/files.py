@@ -344,13 +344,28 @@ def lock_at(dir_fd: int, name: str, *, block: bool) -> int | None:
     Raises FileNotFoundError when there is no such file.
     """
     fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    if lock_open(dir_fd, name, fd, block=block):
+        return fd
+    os.close(fd)
+    return None
+
+
+def open_read(dir_fd: int, name: str) -> int:
+    """A descriptor to read the file at `name` (never through a symlink: ELOOP)."""
+    return os.open(name, _OPEN_READ, dir_fd=dir_fd)
+
+
+def lock_open(dir_fd: int, name: str, fd: int, *, block: bool) -> bool:
+    """Lock `fd`, opened on the file at `name`: whether `name` still names that inode once
+    the lock is held (False too when, not blocking, another process holds the lock).
+
+    A file's content never changes once it has its name (every write is temp-then-rename), so
+    what was read from `fd` before the lock is still the record when this answers True: the
+    caller need not open or read it again. On False the caller closes `fd`."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
         now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         held = os.fstat(fd)
-        if (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
-            return fd
+        return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev)
     except (BlockingIOError, FileNotFoundError):
-        pass  # someone else holds it or moved it: a lost race, the caller skips
-    os.close(fd)
-    return None
+        return False  # someone else holds it or moved it: a lost race, the caller skips
