@@ -59,6 +59,13 @@ def _iso_second(t: int) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.")
 
 
+@functools.lru_cache(maxsize=4)
+def _day_of(t: int) -> dt.date:
+    """The UTC day of a line's second, worked out once per second as _iso_second is: every
+    line written looks its day-file up by it."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).date()
+
+
 def event_line(
     task: Task,
     event: str,
@@ -154,7 +161,7 @@ class EventLog:
         )
         assert all(event in EVENTS for _, event, _, _ in entries)
         # one write on the O_APPEND descriptor: another process's lines never land inside it
-        with self._day_fd(dt.datetime.fromtimestamp(now // 1000, dt.UTC).date()) as fd:
+        with self._day_fd(_day_of(now // 1000)) as fd:
             files.append(fd, data, fsync=self.fsync)
 
     def quarantined(self, host: str, queue: str, task_id: str, *, now: int) -> None:
@@ -177,7 +184,7 @@ class EventLog:
 
     def write_line(self, line: dict[str, Any]) -> None:
         data = orjson.dumps(line) + b"\n"
-        with self._day_fd(dt.datetime.fromtimestamp(line["t"], dt.UTC).date()) as fd:
+        with self._day_fd(_day_of(line["t"])) as fd:
             files.append(fd, data, fsync=self.fsync)
 
     @contextmanager
