@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import itertools
 import os
 import secrets
 import threading
@@ -93,9 +94,29 @@ def _call(kind: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
         raise _storage(exc) from exc
 
 
+# A temp file's name: this process's random prefix and a counter. One random draw per process
+# (made again in a forked child) instead of a getrandom system call for every file written;
+# O_EXCL still refuses a name that exists, as it did with one random draw per file.
+_temp_prefix = TEMP_PREFIX + secrets.token_hex(6) + "-"
+_temp_counter = itertools.count()
+
+
+def temp_name() -> str:
+    """A name for a new temp file that no other writer, in any process, picks."""
+    return f"{_temp_prefix}{next(_temp_counter):x}"
+
+
+def _new_temp_names_in_child() -> None:
+    global _temp_prefix, _temp_counter
+    _temp_prefix, _temp_counter = TEMP_PREFIX + secrets.token_hex(6) + "-", itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_temp_names_in_child)
+
+
 def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
     """Write `data` to a fresh temp file in the directory; returns its name."""
-    name = TEMP_PREFIX + secrets.token_hex(8)
+    name = temp_name()
     fd = _call("open", os.open, name, _OPEN_NEW, 0o644, dir_fd=dir_fd)
     try:
         view = memoryview(data)
@@ -144,7 +165,7 @@ def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
     made: list[tuple[int, str, int]] = []  # (dir_fd, name, fd)
     try:
         for dir_fd, data in writes:
-            name = TEMP_PREFIX + secrets.token_hex(8)
+            name = temp_name()
             fd = _call("open", os.open, name, _OPEN_NEW, 0o644, dir_fd=dir_fd)
             made.append((dir_fd, name, fd))
             view = memoryview(data)
