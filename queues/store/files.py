@@ -350,9 +350,18 @@ def read_at(dir_fd: int, name: str) -> bytes:
         os.close(fd)
 
 
+_READ_SIZE = 1 << 16
+
+
 def read_fd(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
+    """The whole of a task file. Its content never changes once it has its name, and a read of
+    a regular file comes back short only at its end: a first read shorter than asked is the
+    whole file, without a second read to meet the end (most records are a few hundred bytes)."""
+    chunk = os.read(fd, _READ_SIZE)
+    if len(chunk) < _READ_SIZE:
+        return chunk
+    chunks = [chunk]
+    while chunk := os.read(fd, _READ_SIZE):
         chunks.append(chunk)
     return b"".join(chunks)
 
