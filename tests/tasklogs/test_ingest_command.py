@@ -4,6 +4,7 @@ event under --follow, a clean stop on Ctrl-C, and help for every option."""
 from __future__ import annotations
 
 import io
+import re
 import signal
 from pathlib import Path
 
@@ -56,7 +57,9 @@ def test_follow_sums_up_instead_of_a_line_per_event_and_stops_on_ctrl_c(
     # The first run's line, then one summary of the five passes, printed as it stops.
     first, summary = out.splitlines()
     assert first.startswith("1 line from 1 day-file in ")
-    assert summary.startswith("5 lines in 5 passes since ") and summary.endswith(", 0 bad")
+    # Each append wakes a pass, but a pass reads to the end of the file after its commit, so
+    # under load an append can land in the pass before: five lines, in up to five passes.
+    assert re.fullmatch(r"5 lines in [1-5] pass(es)? since \d\d:\d\d:\d\d UTC, 0 bad", summary), out
 
 
 def test_the_summary_comes_at_most_every_few_minutes_and_never_when_idle() -> None:
