@@ -81,7 +81,7 @@ def peers_table(report: dict[str, Any]) -> str:
         f"{versions.get('SQLite default synchronous', '?')} (2 = FULL): persist-queue's SQLite "
         "queue keeps it, so it flushes its WAL on every commit.",
         f"- FileHuey lists its queue directory on every dequeue, so it slows with depth: it runs "
-        f"at most {2_000:,} tasks here; its rate at 10,000 would be lower.",
+        f"at most {2_000:,} tasks here; the depth runs below measure it deeper.",
         "- persist-queue's file Queue is not made for several processes: one consumer only; "
         "a duplicate count beside a rate means a task was handed to two consumers.",
         "- RQ's default Worker forks per job; SimpleWorker (used here, burst mode) does not.",
@@ -120,6 +120,8 @@ def depth_table(report: dict[str, Any]) -> str:
     verdicts = []
     for d in depth["depths"]:
         for consumers in (1, 2):
+            if not any((key, d, consumers) in by for key in keys):
+                continue  # not run (--depths, a system left out)
             row = [f"{d:,}", str(consumers)]
             for key in keys:
                 r = by.get((key, d, consumers))
