@@ -24,6 +24,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -245,6 +246,8 @@ def depth_runs(
                     result.drain.append(got["drain"])
                     result.drained.append(int(got["drained"]))
                     result.seconds.append(got["seconds"])
+                    # Now, untimed: a deep queue's files take a while to delete.
+                    shutil.rmtree(root, ignore_errors=True)
                 results.append(result)
                 print(f"depth {depth:,}, {key}, {consumers} consumer(s): drain median "
                       f"{statistics.median(result.drain):,.0f}/s, taken "
