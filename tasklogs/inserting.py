@@ -13,7 +13,7 @@ holds the chunk's transaction; each function here runs inside it.
 - PostgreSQL otherwise: the rows are copied (COPY, one stream) into a temporary table dropped at
   commit, then moved by one `INSERT ... SELECT ... ON CONFLICT DO NOTHING`. Per-row statements,
   even pipelined, left the server parsing and planning 15,000 inserts a chunk (7,000 lines/s);
-  the staging table and the conflict check cost about a third more server time than the COPY
+  the staging table and the conflict check cost a quarter to a third more server CPU than the COPY
   straight into the table.
 - SQLite: multi-row `INSERT OR IGNORE` statements, as many rows each as the backend allows
   parameters: one statement step per row costs more than the row itself.
