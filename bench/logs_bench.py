@@ -7,7 +7,11 @@
    ingests it into a throw-away SQLite database, and then into the PostgreSQL database
    --bench-db (created and dropped), beside two baselines on the same lines in the same run:
    reading and `orjson.loads` alone (the ceiling of any Python ingester), and reading and
-   `parse_line` (our validation, no database).
+   `parse_line` (our validation, no database). On PostgreSQL, the floor of the database's own
+   work follows: the same rows (as COPY's text, taken from the table after the ingestion) copied
+   into the emptied table again in chunks of the ingester's size, with its indexes and then
+   without any; and where the server runs on this machine, each row's CPU time of the server
+   process (read from /proc), beside the ingester's.
 2. Pages: creates the PostgreSQL database --bench-db (dropped afterwards), fills it with
    --events rows by one server-side INSERT ... SELECT generate_series, and times the event
    list's first page and a page 5 million rows deep through the Django test client, as staff
@@ -98,6 +102,7 @@ def phase_ingest(folder: Path, lines: int) -> dict[str, float]:
 
     _django()
     from django.core.management import call_command
+    from django.db import connection
 
     from tasklogs.ingest import ingest_directory
     from tasklogs.models import TaskEvent
@@ -124,14 +129,103 @@ def phase_ingest(folder: Path, lines: int) -> dict[str, float]:
     parse = rates(lambda: each_line(parse_line))
     call_command("migrate", verbosity=0)
     reports = []
+    server = server_cpu()
     ingest = rates(lambda: reports.append(ingest_directory(source)))
+    ingest_server = server()
     assert reports[0].lines == lines and reports[0].bad == 0, reports
     assert TaskEvent.objects.count() == lines
     started = time.perf_counter()
     ingest_directory(source)  # nothing new: the --follow steady state
     idle_ms = (time.perf_counter() - started) * 1000
-    return {"loads": loads, "parse": parse, "ingest": ingest, "mb": size / 1e6,
-            "idle_ms": idle_ms, "load": os.getloadavg()[0]}  # fmt: skip
+    found = {"loads": loads, "parse": parse, "ingest": ingest, "mb": size / 1e6,
+             "idle_ms": idle_ms, "load": os.getloadavg()[0]}  # fmt: skip
+    if ingest_server:
+        found["ingest_server"] = lines / ingest_server
+    if connection.vendor == "postgresql":
+        found.update(copy_floor(folder, lines))
+    return found
+
+
+def server_cpu():  # type: ignore[no-untyped-def]
+    """A function giving the CPU seconds this connection's server process used since this call,
+    or 0 where that process is not on this machine (or not PostgreSQL)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return lambda: 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        stat = Path(f"/proc/{cursor.fetchone()[0]}/stat")
+
+    def used() -> float:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    first = used()
+    return lambda: used() - first if first else 0.0
+
+
+def copy_floor(folder: Path, lines: int) -> dict[str, tuple[float, float]]:
+    """COPY of the stored rows into the emptied table, one transaction per chunk of the
+    ingester's size: with the table's indexes, then with none. (wall, server CPU) lines/s."""
+    from django.db import connection
+    from psycopg import sql
+
+    from tasklogs.ingest import CHUNK_BYTES
+    from tasklogs.inserting import COLUMNS
+    from tasklogs.models import TaskEvent
+
+    meta = TaskEvent._meta
+    table = sql.Identifier(meta.db_table)
+    columns = sql.SQL(", ").join(sql.Identifier(meta.get_field(n).column) for n in COLUMNS)
+    dump = folder / "rows.copy"
+    connection.ensure_connection()
+    raw = connection.connection  # psycopg's own connection: COPY and composed SQL
+    with raw.cursor() as cursor, dump.open("wb") as out:
+        query = sql.SQL("COPY (SELECT {c} FROM {t} ORDER BY id) TO STDOUT").format(
+            c=columns, t=table
+        )
+        with cursor.copy(query) as copy:
+            for data in copy:
+                out.write(data)
+    rows = dump.read_bytes()
+    chunks, start = [], 0
+    while start < len(rows):
+        end = rows.rfind(b"\n", start, start + CHUNK_BYTES) + 1 or len(rows)
+        chunks.append(rows[start:end])
+        start = end
+
+    def copy_all() -> tuple[float, float]:
+        with raw.cursor() as cursor:
+            cursor.execute(sql.SQL("TRUNCATE {t}").format(t=table))
+            cursor.execute("CHECKPOINT")  # as the ingestion began: no dirty pages to write
+        server = server_cpu()
+        started = time.perf_counter()
+        for chunk in chunks:
+            with raw.transaction(), raw.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
+                with cursor.copy(
+                    sql.SQL("COPY {t} ({c}) FROM STDIN").format(t=table, c=columns)
+                ) as copy:
+                    copy.write(chunk)
+        wall = time.perf_counter() - started
+        used = server()
+        return lines / wall, lines / used if used else 0.0
+
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+    indexed = copy_all()
+    with raw.cursor() as cursor:
+        for index in meta.indexes:
+            cursor.execute(sql.SQL("DROP INDEX {i}").format(i=sql.Identifier(index.name)))
+        for constraint in meta.constraints:
+            cursor.execute(sql.SQL("ALTER TABLE {t} DROP CONSTRAINT {c}").format(
+                t=table, c=sql.Identifier(constraint.name)))  # fmt: skip
+    bare = copy_all()
+    return {"floor_indexed": indexed, "floor_bare": bare}
 
 
 FILL = """
@@ -250,6 +344,16 @@ def print_ingest(title: str, ingest: dict[str, float]) -> None:
     verdict = "ok" if ingest["ingest"][0] >= 50_000 else "MISSED"
     print(f"{'':44}target >= 50,000 lines/s: {verdict}")
     print(f"{'a run with nothing new':44}{ingest['idle_ms']:>9.1f} ms")
+    if "floor_indexed" in ingest:
+        print(f"{'':44}{'lines/s':>12}{'per server CPU-s':>18}")
+        if ingest.get("ingest_server"):
+            print(f"{'ingest_tasklogs (the server process)':44}{ingest['ingest'][0]:>12,.0f}"
+                  f"{ingest['ingest_server']:>18,.0f}")  # fmt: skip
+        for label, key in (("floor: COPY of the rows, the table's indexes", "floor_indexed"),
+                           ("floor: COPY of the rows, no index", "floor_bare")):  # fmt: skip
+            wall, server = ingest[key]
+            shown = f"{server:>18,.0f}" if server else f"{'(not local)':>18}"
+            print(f"{label:44}{wall:>12,.0f}{shown}")
 
 
 def main() -> None:

@@ -11,6 +11,11 @@ var/bench-peers-venv, made on the first run with `python -m venv` and pip; the p
 not depend on them. Each peer's run is bench/peers/drain.py under that interpreter; the store's
 runs are in this process's interpreter, with the lifecycle pieces of bench/store_bench.py.
 --quick: 1,000 tasks and 1 run, for `make bench QUICK=1`.
+
+The depth runs follow (--depths, --skip-depths): FileHuey beside the store, one at a time with
+fsync off (FileHuey has no fsync option) and on, with 1,000, 10,000 and 100,000 tasks queued,
+drained by 1 and 2 consumers for at most --depth-cap seconds each; a run stopped by the cap gives
+its rate over the tasks taken, and says so. --quick runs the depth of 1,000 only.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +38,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from results import PEERS, peers_table  # noqa: E402
+from results import PEERS, depth_table, peers_table  # noqa: E402
 from store_bench import HOST, QUEUE, S, make_store  # noqa: E402
 
 from queues.store import PostEntry, Report, Reported  # noqa: E402
@@ -146,6 +152,109 @@ def taskhoster_run(
     return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
 
 
+# --- the depth runs: the queue filled to a depth, then drained for at most a time cap -------
+
+DEPTHS = (1_000, 10_000, 100_000)
+QUICK_DEPTHS = (1_000,)
+DEPTH_CAP_S = 20.0  # --quick: QUICK_DEPTH_CAP_S
+QUICK_DEPTH_CAP_S = 10.0
+DEPTH_SYSTEMS = ("taskhoster-fsync-off", "taskhoster-fsync-on", "huey-file")
+
+
+@dataclass
+class DepthResult:
+    system: str
+    depth: int
+    consumers: int
+    cap: float
+    drain: list[float]  # tasks/s of each run
+    drained: list[int]  # tasks taken in each run: fewer than depth when the cap stopped it
+    seconds: list[float]  # each run's drain time
+
+
+def _consume_until(
+    root: str, fsync: bool, worker: str, cap: float, start: mp.Event, out: mp.Queue
+) -> None:  # type: ignore[type-arg]
+    store = make_store(Path(root), fsync)
+    start.wait()
+    deadline = time.monotonic() + cap
+    done = 0
+    while time.monotonic() < deadline and (
+        tasks := store.claim(HOST, QUEUE, settings=S, worker=worker)
+    ):
+        for task in tasks:
+            store.finish(HOST, QUEUE, task.id, settings=S, worker=worker,
+                         attempt=task.attempts, result=None)  # fmt: skip
+            done += 1
+    store.close()
+    out.put(done)
+
+
+def taskhoster_depth_run(
+    fsync: bool, depth: int, consumers: int, root: Path, cap: float
+) -> dict[str, float]:
+    """`depth` tasks posted in batches (the fill, not timed), then drained one at a time by
+    `consumers` processes for at most `cap` seconds. Each consumer's first claim learns the
+    queue (the index load of a fresh process): it is inside the timed drain."""
+    store = make_store(root, fsync)
+    for first in range(0, depth, BATCH):
+        entries = [PostEntry(item={"n": 1}) for _ in range(min(BATCH, depth - first))]
+        store.post_many(HOST, QUEUE, entries, settings=S, posted_by="bench")
+    store.close()
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_consume_until, args=(str(root), fsync, f"w{i}", cap, start, out))
+             for i in range(consumers)]  # fmt: skip
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # every consumer imported the store: not timed
+    started = time.perf_counter()
+    start.set()
+    drained = sum(out.get() for _ in procs)
+    drain_s = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    assert drained <= depth, (drained, depth)
+    return {"drain": drained / drain_s, "drained": drained, "seconds": drain_s}
+
+
+def peer_depth_run(
+    python: Path, system: str, depth: int, consumers: int, root: Path, cap: float
+) -> dict[str, float]:
+    command = [str(python), str(HERE / "peers" / "drain.py"), system, "--tasks", str(depth),
+               "--consumers", str(consumers), "--dir", str(root), "--cap", str(cap)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    if done.returncode:
+        sys.exit(f"{system} at depth {depth} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def depth_runs(
+    python: Path, depths: tuple[int, ...], runs: int, cap: float, tmp: Path
+) -> list[DepthResult]:
+    results = []
+    for depth in depths:
+        for key in DEPTH_SYSTEMS:
+            for consumers in (1, 2):
+                result = DepthResult(key, depth, consumers, cap, [], [], [])
+                for run in range(runs):
+                    root = tmp / f"depth-{key}-{depth}-{consumers}-{run}"
+                    if key.startswith("taskhoster"):
+                        got = taskhoster_depth_run(key.endswith("on"), depth, consumers, root, cap)
+                    else:
+                        got = peer_depth_run(python, key, depth, consumers, root, cap)
+                    result.drain.append(got["drain"])
+                    result.drained.append(int(got["drained"]))
+                    result.seconds.append(got["seconds"])
+                    # Now, untimed: a deep queue's files take a while to delete.
+                    shutil.rmtree(root, ignore_errors=True)
+                results.append(result)
+                print(f"depth {depth:,}, {key}, {consumers} consumer(s): drain median "
+                      f"{statistics.median(result.drain):,.0f}/s, taken "
+                      f"{min(result.drained):,}-{max(result.drained):,}", flush=True)  # fmt: skip
+    return results
+
+
 # --- the peers, in their own interpreter -----------------------------------------------------
 
 
@@ -203,12 +312,21 @@ def main() -> None:
         help="comma-separated keys to run (default: all), e.g. "
         "taskhoster-fsync-on,taskhoster-batch-fsync-on,huey-sqlite-fsync",
     )
+    parser.add_argument("--depths", default=None,
+                        help="comma-separated depths for the depth runs (default 1000,10000,100000;"
+                        " --quick: 1000)")  # fmt: skip
+    parser.add_argument("--depth-cap", type=float, default=None,
+                        help=f"seconds a depth run's drain may take at most (default "
+                        f"{DEPTH_CAP_S:g}; --quick: {QUICK_DEPTH_CAP_S:g})")  # fmt: skip
+    parser.add_argument("--depth-runs", type=int, default=None, help="default: --runs")
+    parser.add_argument("--skip-depths", action="store_true", help="no depth runs")
+    parser.add_argument("--skip-peers", action="store_true", help="the depth runs only")
     args = parser.parse_args()
     chosen = set(args.systems.split(",")) if args.systems else {s.key for s in SYSTEMS}
     unknown = chosen - {s.key for s in SYSTEMS}
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
-    systems = tuple(s for s in SYSTEMS if s.key in chosen)
+    systems = () if args.skip_peers else tuple(s for s in SYSTEMS if s.key in chosen)
     n = args.tasks or (1_000 if args.quick else 10_000)
     runs = args.runs or (1 if args.quick else 3)
     print("$ " + " ".join([".venv/bin/python", "bench/peers_bench.py", *sys.argv[1:]]), flush=True)
@@ -233,6 +351,12 @@ def main() -> None:
                 results.append(result)
                 print(f"{system.label}, {consumers} consumer(s): drain median "
                       f"{statistics.median(result.drain):,.0f}/s", flush=True)  # fmt: skip
+        depths: tuple[int, ...] = ()
+        if not args.skip_depths:
+            depths = (tuple(int(d) for d in args.depths.split(",")) if args.depths
+                      else QUICK_DEPTHS if args.quick else DEPTHS)  # fmt: skip
+            cap = args.depth_cap or (QUICK_DEPTH_CAP_S if args.quick else DEPTH_CAP_S)
+            depth_results = depth_runs(python, depths, args.depth_runs or runs, cap, Path(tmp))
     report = {
         "tasks": n,
         "runs": runs,
@@ -243,10 +367,21 @@ def main() -> None:
         "results": [asdict(r) for r in results],
         "load": os.getloadavg()[0],
     }
+    if depths:
+        report["depths"] = {
+            "depths": list(depths),
+            "skipped": [d for d in DEPTHS if d not in depths],
+            "runs": args.depth_runs or runs,
+            "cap": cap,
+            "results": [asdict(r) for r in depth_results],
+        }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))
-    print(peers_table(report))
+    if report["results"]:
+        print(peers_table(report))
+    if depths:
+        print(depth_table(report))
 
 
 if __name__ == "__main__":

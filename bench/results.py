@@ -81,13 +81,81 @@ def peers_table(report: dict[str, Any]) -> str:
         f"{versions.get('SQLite default synchronous', '?')} (2 = FULL): persist-queue's SQLite "
         "queue keeps it, so it flushes its WAL on every commit.",
         f"- FileHuey lists its queue directory on every dequeue, so it slows with depth: it runs "
-        f"at most {2_000:,} tasks here; its rate at 10,000 would be lower.",
+        f"at most {2_000:,} tasks here; the depth runs below measure it deeper.",
         "- persist-queue's file Queue is not made for several processes: one consumer only; "
         "a duplicate count beside a rate means a task was handed to two consumers.",
         "- RQ's default Worker forks per job; SimpleWorker (used here, burst mode) does not.",
         "- Peers' versions: " + ", ".join(f"{k} {versions.get(k, '?')}" for k in PEERS) + ".",
     ]
     return "\n".join(lines)
+
+
+DEPTH_LABELS = {
+    "taskhoster-fsync-off": "taskhoster, fsync off",
+    "huey-file": "huey FileHuey (no fsync option)",
+    "taskhoster-fsync-on": "taskhoster, fsync on",
+}
+
+
+def depth_table(report: dict[str, Any]) -> str:
+    """The depth runs (peers_bench.py): FileHuey beside the store at each depth, 1 and 2
+    consumers, each run's drain stopped by a time cap that is reported where it struck."""
+    depth = report["depths"]
+    by = {(r["system"], r["depth"], r["consumers"]): r for r in depth["results"]}
+    runs, cap = depth["runs"], depth["cap"]
+    keys = [k for k in DEPTH_LABELS if any(r["system"] == k for r in depth["results"])]
+    lines = [
+        "Depth runs: the queue filled to a depth (not timed), then drained one at a time by "
+        f"consumer processes for at most {cap:g} s a run; tasks/s, median of {runs} "
+        f"run{'s' if runs > 1 else ''}" + (" (min-max)" if runs > 1 else "") + ". A run the cap "
+        "stopped is measured over the tasks it took, which the cell gives: the queue was still "
+        "about that deep throughout. Each taskhoster consumer's first claim learns the queue "
+        "(a fresh process's index load): inside the timed drain.",
+        "",
+        "| depth | consumers | "
+        + " | ".join(DEPTH_LABELS[k] for k in keys)
+        + " | taskhoster fsync off / FileHuey |",
+        "| --- | --- | " + " | ".join("---" for _ in keys) + " | --- |",
+    ]
+    verdicts = []
+    for d in depth["depths"]:
+        for consumers in (1, 2):
+            if not any((key, d, consumers) in by for key in keys):
+                continue  # not run (--depths, a system left out)
+            row = [f"{d:,}", str(consumers)]
+            for key in keys:
+                r = by.get((key, d, consumers))
+                row.append(_depth_cell(r, d, cap) if r else "")
+            ours, huey = (
+                by.get(("taskhoster-fsync-off", d, consumers)),
+                by.get(("huey-file", d, consumers)),
+            )
+            if ours and huey:
+                ratio = statistics.median(ours["drain"]) / statistics.median(huey["drain"])
+                row.append(f"{ratio:.2f}x")
+                verdicts.append((d, consumers, ratio))
+            else:
+                row.append("")
+            lines.append("| " + " | ".join(row) + " |")
+    if verdicts:
+        missed = [f"{d:,} with {c}" for d, c, ratio in verdicts if ratio <= 1]
+        lines += ["", "Target of issue 11, ahead of huey's file storage at each depth with 1 and 2 "
+                  "consumers (taskhoster fsync off against FileHuey, which cannot flush): "
+                  + ("met at every depth run" if not missed else "missed at " + ", ".join(missed))
+                  + "."]  # fmt: skip
+    if depth["skipped"]:
+        skipped = ", ".join(f"{d:,}" for d in depth["skipped"])
+        lines += ["", f"Depths not run here: {skipped} (the quick run, or --depths)."]
+    return "\n".join(lines)
+
+
+def _depth_cell(r: dict[str, Any], depth: int, cap: float) -> str:
+    cell = _rate(r["drain"])
+    capped = [n for n in r["drained"] if n < depth]
+    if capped:
+        taken = f"{min(capped):,}" + (f"-{max(capped):,}" if max(capped) != min(capped) else "")
+        cell += f"; did not finish {depth:,} in {cap:g} s: over the first {taken} tasks"
+    return cell
 
 
 def _batch_targets(medians: dict[tuple[str, int], float]) -> list[str]:
@@ -157,7 +225,10 @@ def render(
     ]
     if peers:
         out += ["## The peers", "", f"`{peers.get('command', 'bench/peers_bench.py')}`", ""]
-        out += [peers_table(peers), ""]
+        if peers["results"]:
+            out += [peers_table(peers), ""]
+        if "depths" in peers:
+            out += [depth_table(peers), ""]
     for name, text in outputs.items():
         out += [f"## {name}", "", "```", text.rstrip(), "```", ""]
     return "\n".join(out)

@@ -5,6 +5,10 @@ what was appended since, up to the last newline (a line still being written is l
 next run), and stores each chunk with the cursor's advance in one transaction. Two runs at once
 may read the same lines; the unique key (file, offset, digest) and `ignore_conflicts` store
 each line once, and the cursor only ever moves forward.
+
+Each chunk's transaction first locks its day-file's cursor row: a peer reading the same lines
+waits for this chunk, then finds the cursor past them and only counts them; and a chunk that
+starts where no line of its file is stored is copied straight into the table (inserting.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from django.db import connection, transaction
 from queues.monitor.lines import read_complete_lines
 from queues.store.paths import day_of_file
 
-from .inserting import Row, insert_ignoring_stored
+from .inserting import Row, copy_new_rows
 from .models import IngestCursor
 from .parsing import BadLine, line_digest, parse_line
 
@@ -101,9 +105,7 @@ def ingest_day_file(
         cursor = _cursor_for(path.name, st.st_ino, st.st_size, cursor)
         to_db_time = _db_time()
         for start, block, end in _blocks(fd, cursor.offset, report, path.name):
-            rows, part = _parse(block, path.name, start, to_db_time)
-            _store(rows, cursor, end)
-            report.add(part)
+            report.add(_store(block, path.name, start, end, cursor, to_db_time))
             report.bytes_read += end - start
             if progress:
                 progress(end - start)
@@ -139,14 +141,31 @@ def _cursor_for(name: str, inode: int, size: int, known: IngestCursor | None) ->
     return cursor
 
 
-def _store(rows: list[Row], cursor: IngestCursor, offset: int) -> None:
+def _store(
+    block: bytes,
+    name: str,
+    start: int,
+    end: int,
+    cursor: IngestCursor,
+    to_db_time: Callable[[dt.datetime], object],
+) -> IngestReport:
+    """Parse and store the complete lines `block` (bytes start to end of `name`) and advance the
+    cursor, in one transaction; what was found in them."""
+    part = IngestReport()
     with transaction.atomic():
-        insert_ignoring_stored(rows)
+        # Held to the commit: a peer storing the same lines waits here for this chunk.
+        locked = IngestCursor.objects.select_for_update().filter(pk=cursor.pk)
+        inode, offset = locked.values_list("inode", "offset").get()
+        if inode == cursor.inode and offset >= end:
+            # A peer stored these lines while this run read them: count them, store nothing.
+            _parse(block, name, start, to_db_time, part)
+            cursor.offset = offset
+            return part
+        copy_new_rows(_rows(block, name, start, to_db_time, part), file=name, first_offset=start)
         # Only forward: a slower peer that read the same chunk must not move the cursor back.
-        IngestCursor.objects.filter(pk=cursor.pk, inode=cursor.inode, offset__lt=offset).update(
-            offset=offset
-        )
-    cursor.offset = max(cursor.offset, offset)
+        locked.filter(inode=cursor.inode, offset__lt=end).update(offset=end)
+    cursor.offset = max(cursor.offset, end)
+    return part
 
 
 def _db_time() -> Callable[[dt.datetime], object]:
@@ -161,13 +180,30 @@ def _db_time() -> Callable[[dt.datetime], object]:
 
 
 def _parse(
-    chunk: bytes, name: str, base: int, to_db_time: Callable[[dt.datetime], object]
+    chunk: bytes,
+    name: str,
+    base: int,
+    to_db_time: Callable[[dt.datetime], object],
+    report: IngestReport | None = None,
 ) -> Parsed:
-    """The rows of a chunk of complete lines, and what was found in it.
+    """The rows of a chunk of complete lines, and what was found in it (added to `report`)."""
+    report = IngestReport() if report is None else report
+    return list(_rows(chunk, name, base, to_db_time, report)), report
 
-    (Parsing the next chunk in a thread while the database stores this one was tried: the
-    GIL contention made it 10 to 20% slower, not faster.)"""
-    report, rows, offset = IngestReport(), [], base
+
+def _rows(
+    chunk: bytes,
+    name: str,
+    base: int,
+    to_db_time: Callable[[dt.datetime], object],
+    report: IngestReport,
+) -> Iterator[Row]:
+    """The row of each good line of a chunk of complete lines, counting every line in `report`.
+
+    A generator, so that PostgreSQL stores each row while the next lines are parsed. (Parsing
+    the next chunk in a thread while the database stores this one was tried on SQLite: the GIL
+    contention made it 10 to 20% slower, not faster.)"""
+    offset = base
     for line in chunk.split(b"\n")[:-1]:  # the chunk ends in a newline: the last piece is empty
         report.lines += 1
         try:
@@ -176,33 +212,30 @@ def _parse(
             _bad(report, name, offset, str(exc))
         else:
             # In COLUMNS' order.
-            rows.append(
-                (
-                    r.t,
-                    to_db_time(r.at),
-                    r.host,
-                    r.queue,
-                    r.task_id,
-                    r.event,
-                    r.status,
-                    r.attempts,
-                    r.worker or "",
-                    r.bytes_item,
-                    r.bytes_progress,
-                    r.bytes_result,
-                    r.bytes_error,
-                    ",".join(r.archived),
-                    r.by or "",
-                    r.origin or "",
-                    r.edited,
-                    r.lapsed,
-                    name,
-                    offset,
-                    line_digest(line),
-                )
+            yield (
+                r.t,
+                to_db_time(r.at),
+                r.host,
+                r.queue,
+                r.task_id,
+                r.event,
+                r.status,
+                r.attempts,
+                r.worker or "",
+                r.bytes_item,
+                r.bytes_progress,
+                r.bytes_result,
+                r.bytes_error,
+                ",".join(r.archived),
+                r.by or "",
+                r.origin or "",
+                r.edited,
+                r.lapsed,
+                name,
+                offset,
+                line_digest(line),
             )
         offset += len(line) + 1
-    return rows, report
 
 
 def _bad(report: IngestReport, name: str, offset: int, reason: str) -> None:

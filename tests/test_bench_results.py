@@ -101,3 +101,45 @@ def test_the_batch_targets_are_judged_from_the_same_runs_medians() -> None:
         "2 consumers: 500/s = 2.50x one at a time (target 3x: missed), "
         "1.28x SqliteHuey fsync=True (target 0.5x: met)." in text
     )
+
+
+def depth_result(key, depth, consumers, drain, drained):
+    return {"system": key, "depth": depth, "consumers": consumers, "cap": 30.0, "drain": drain,
+            "drained": drained, "seconds": [30.0] * len(drain)}  # fmt: skip
+
+
+DEPTHS = {
+    "depths": [1_000, 100_000],
+    "skipped": [10_000],
+    "runs": 3,
+    "cap": 30.0,
+    "results": [
+        depth_result("taskhoster-fsync-off", 1_000, 1, [900.0, 1000.0, 800.0], [1_000] * 3),
+        depth_result("huey-file", 1_000, 1, [1500.0, 1400.0, 1600.0], [1_000] * 3),
+        depth_result("taskhoster-fsync-off", 100_000, 2, [2000.0] * 3, [60_000] * 3),
+        depth_result("huey-file", 100_000, 2, [20.0, 25.0, 15.0], [450, 600, 750]),
+    ],
+}
+
+
+def test_the_depth_table_says_where_the_cap_stopped_a_run_and_judges_the_target() -> None:
+    text = load_results().depth_table({**REPORT, "depths": DEPTHS})
+    rows = [line for line in text.splitlines() if line.startswith("| 1") and "---" not in line]
+    assert rows[0].startswith("| 1,000 | 1 | 900 (800-1,000) | 1,500 (1,400-1,600) |")
+    assert rows[0].endswith("| 0.60x |")
+    # Stopped by the cap: the rate is over the tasks taken, and the cell says so.
+    assert "20 (15-25); did not finish 100,000 in 30 s: over the first 450-750 tasks" in rows[1]
+    assert (
+        "2,000 (2,000-2,000); did not finish 100,000 in 30 s: over the first 60,000 tasks"
+        in rows[1]
+    )
+    assert rows[1].endswith("| 100.00x |")
+    assert "missed at 1,000 with 1." in text
+    assert "Depths not run here: 10,000" in text
+
+
+def test_results_md_shows_the_depth_runs_after_the_peers() -> None:
+    peers = {**REPORT, "depths": DEPTHS, "command": "peers_bench.py"}
+    text = load_results().render(quick=False, seconds=60, machine_lines=[], peers=peers,
+                                 outputs={})  # fmt: skip
+    assert text.index("| system |") < text.index("Depth runs:") < text.index("| depth |")

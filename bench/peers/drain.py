@@ -2,7 +2,10 @@
 processes that acknowledge each. Runs with the throw-away interpreter that has the peers
 (var/bench-peers-venv), never the project's; prints one JSON line.
 
-    drain.py SYSTEM --tasks N --consumers C --dir DIR
+    drain.py SYSTEM --tasks N --consumers C --dir DIR [--cap SECONDS]
+
+--cap: the depth runs (file and SQLite peers): N tasks posted (the fill, not timed), then the
+consumers drain for at most SECONDS; the rate is over the tasks they took in that time.
 
 SYSTEM: huey-sqlite, huey-sqlite-fsync, huey-file, pq-sqlite, pq-file, rq
 """
@@ -177,6 +180,45 @@ def run(system: str, n: int, consumers: int, folder: str) -> dict[str, object]:
     return {"post": n / post_s, "drain": n / drain_s, "duplicates": drained - n}
 
 
+# --- the depth runs: a fill, then a drain stopped by a time cap --------------------------------
+
+
+def consume_until(system: str, folder: str, cap: float, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    queue = open_queue(system, folder)
+    take = pq_take if system.startswith("pq-") else huey_take
+    start.wait()
+    deadline = time.monotonic() + cap
+    done = 0
+    while time.monotonic() < deadline and take(queue):
+        done += 1
+    out.put(done)
+
+
+def run_capped(system: str, n: int, consumers: int, folder: str, cap: float) -> dict[str, object]:
+    """n tasks queued, then drained for at most `cap` seconds: the drain rate at depth n."""
+    if system == "rq":
+        sys.exit("--cap is for the peers on local files")
+    started = time.perf_counter()
+    post(system, folder, n)
+    fill_s = time.perf_counter() - started
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=consume_until, args=(system, folder, cap, start, out))
+             for _ in range(consumers)]  # fmt: skip
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # every consumer imported its system and opened its queue: not timed
+    started = time.perf_counter()
+    start.set()
+    drained = sum(out.get() for _ in procs)
+    drain_s = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    if drained > n:
+        sys.exit(f"{system}: {drained} taken of {n}: a task was handed out twice")
+    return {"drain": drained / drain_s, "drained": drained, "seconds": drain_s, "fill": n / fill_s}
+
+
 def versions() -> dict[str, str]:
     import sqlite3
 
@@ -195,11 +237,15 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=1)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--versions", action="store_true")
+    parser.add_argument("--cap", type=float, default=None, help="a depth run: drain seconds")
     args = parser.parse_args()
     if args.versions:
         print(json.dumps(versions()))
         return
     Path(args.dir).mkdir(parents=True, exist_ok=True)
+    if args.cap is not None:
+        print(json.dumps(run_capped(args.system, args.tasks, args.consumers, args.dir, args.cap)))
+        return
     print(json.dumps(run(args.system, args.tasks, args.consumers, args.dir)))
 
 

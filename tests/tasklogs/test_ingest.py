@@ -270,3 +270,49 @@ def test_the_command_refuses_a_missing_explicit_source(tmp_path):
 
     with pytest.raises(CommandError, match="not a directory"):
         call_command("ingest_tasklogs", "--source", str(tmp_path / "nowhere"))
+
+
+def test_a_chunk_a_peer_stored_meanwhile_is_counted_not_stored(append, day_dir: Path) -> None:
+    """The chunk's transaction reads its cursor under a lock: found past the chunk (a peer
+    stored it while this run read it), the lines are counted and the chunk trusted stored."""
+    from tasklogs.ingest import _db_time, _store
+
+    path = append("2025-01-01", line(), line(ms=1), line(ms=2, event="claimed"))
+    stale = IngestCursor.objects.create(name=path.name, inode=path.stat().st_ino, offset=0)
+    ingest_directory(day_dir)  # the peer: stores all three, moves the cursor to the end
+    TaskEvent.objects.filter(offset=0).delete()  # so that storing again would be seen
+    block = path.read_bytes()
+    report = _store(block, path.name, 0, len(block), stale, _db_time())
+    assert (report.lines, report.bad) == (3, 0)
+    assert TaskEvent.objects.count() == 2  # nothing stored: the cursor said it was
+    assert stale.offset == len(block)  # the run's own copy of the cursor caught up
+
+
+def test_an_ingester_killed_mid_backfill_loses_nothing_and_stores_nothing_twice(
+    live_db, day_dir: Path
+) -> None:
+    """SIGKILL while chunks are being stored (on PostgreSQL, copied straight into the table):
+    a chunk's rows and its cursor's advance commit together, so the next run stores exactly
+    the lines the killed one did not."""
+    import signal
+
+    url, keys = live_db
+    lines = (line(t=DAY1 + i // 1000, ms=i % 1000, task_id=f"{i:016x}") for i in range(60_000))
+    (day_dir / "2025-01-01.jsonl").write_bytes(encode(*lines))  # a dozen chunks
+    victim = manage(url, "manage.py", "ingest_tasklogs", "--source", str(day_dir),
+                    stdout=-1, stderr=-1)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not keys():  # the first chunk is committed: the next ones are under way
+        assert victim.poll() is None, "the ingester finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate(timeout=30)
+    assert victim.returncode == -signal.SIGKILL
+    assert 0 < len(keys()) < 60_000  # killed part-way
+    rerun = manage(url, "manage.py", "ingest_tasklogs", "--source", str(day_dir),
+                   stdout=-1, stderr=-1)  # fmt: skip
+    _, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err
+    found = keys()
+    assert len(found) == len(set(found)) == 60_000
