@@ -169,8 +169,11 @@ def configured_threads() -> int:
 def print_table(args: argparse.Namespace, threads: int, rows: list) -> None:
     print(f"\n$ {shlex.join([sys.executable, *sys.argv])}")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    fsync = (
+        "fsync as each row says" if args.only_targets else f"fsync {'on' if args.fsync else 'off'}"
+    )
     print(f"gunicorn {args.worker_class}, {args.web_workers} workers x {threads} threads, "
-          f"fsync {'on' if args.fsync else 'off'}, loopback, 2-core machine shared "
+          f"{fsync}, loopback, 2-core machine shared "
           f"(load average at the end {load})\n")  # fmt: skip
     width = max(len(r[0]) for r in rows)
     for name, value, note in rows:

@@ -13,6 +13,7 @@ the HTTP runs (interleaved), so the machine's noise falls on both.
 from __future__ import annotations
 
 import multiprocessing as mp
+import resource
 import statistics
 import threading
 import time
@@ -62,7 +63,7 @@ def http_each(url: str, tokens: dict[str, str], clients: int, count: int) -> dic
     for p in procs:
         p.join()
     done = clients * count
-    return {"rate": done / elapsed, "lifecycles": done, "requests": requests / done}
+    return {"rate": done / elapsed, "units": done, "requests": requests / done}
 
 
 def _store_each(store: QueueStore, name: str, count: int) -> None:
@@ -103,7 +104,7 @@ def inprocess_each(root: Path, fsync: bool, threads: int, count: int) -> dict[st
     proc.start()
     rate = out.get(timeout=600)
     proc.join()
-    return {"rate": rate, "lifecycles": threads * count}
+    return {"rate": rate, "units": threads * count}
 
 
 # -- batches: post_many, claim max, finish_many ----------------------------------------------
@@ -190,7 +191,7 @@ def _batched(producer: Any, worker: Any, producer_args: tuple, worker_args: tupl
     finished = sum(a[1] for a in drained)
     last = max(a[2] for a in drained)
     requests = sum(a[3] for a in drained)
-    return {"rate": finished / (last - started), "tasks": finished, "posted": total,
+    return {"rate": finished / (last - started), "units": finished, "posted": total,
             "requests": requests * 100 / max(finished, 1)}  # fmt: skip
 
 
@@ -257,17 +258,32 @@ def _interleaved(fsync: bool, runs: int, inprocess: Any, http: Any) -> dict[str,
         server.prepare()
         server.start()
         http_each(server.url, server.tokens, 2, 10)  # warm up both workers: imports, memo
-        local, remote, extra = [], [], []
+        local, remote, extra, cpu_local, cpu_remote = [], [], [], [], []
         for n in range(runs):
-            local.append(inprocess(server.tmp / f"inprocess-{n}")["rate"])
+            children = _children_cpu()
+            answer = inprocess(server.tmp / f"inprocess-{n}")
+            local.append(answer["rate"])
+            cpu_local.append((_children_cpu() - children) * 1000 / answer["units"])
+            children, serving = _children_cpu(), server.cpu_seconds()
             answer = http(server)
             remote.append(answer["rate"])
             extra.append(answer)
+            used = _children_cpu() - children + server.cpu_seconds() - serving
+            cpu_remote.append(used * 1000 / answer["units"])
     finally:
         server.stop()
     # requests per lifecycle (one at a time), or the workers' requests per 100 tasks (batches)
     requests = statistics.fmean(a["requests"] for a in extra)
-    return {"inprocess": local, "http": remote, "requests": requests}
+    # CPU ms per lifecycle or drained task, all processes of the run: the rates move with the
+    # shared machine's load, these much less (HTTP: the server's and the clients' together)
+    return {"inprocess": local, "http": remote, "requests": requests,
+            "inprocess_cpu_ms": cpu_local, "http_cpu_ms": cpu_remote}  # fmt: skip
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's joined children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _threads() -> int:
@@ -305,4 +321,10 @@ def target_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
         rows.append(("  in-process, same work", f"{statistics.median(found['inprocess']):,.0f} /s",
                      f"{unit}, {spread(found['inprocess'])}, the baseline"))  # fmt: skip
+        per = "lifecycle" if key == "each" else "task"
+        rows.append((f"  CPU per {per}", f"{statistics.median(found['http_cpu_ms']):.2f} ms",
+                     f"HTTP, server and clients (in-process: "
+                     f"{statistics.median(found['inprocess_cpu_ms']):.2f} ms); "
+                     f"{found['requests']:.2f} requests per "
+                     f"{'lifecycle' if key == 'each' else '100 tasks (workers)'}"))  # fmt: skip
     return rows
