@@ -58,7 +58,8 @@ bench: $(VENV)/.installed
 	for script in bench/*_bench.py; do \
 		name=$$(basename $$script .py); args=""; \
 		case $$name in logs_bench) args="--bench-db $(BENCH_DB)";; \
-			peers_bench) args="--json $(BENCH_OUT)/peers.json";; esac; \
+			peers_bench) args="--json $(BENCH_OUT)/peers.json";; \
+			http_bench) args="--json $(BENCH_OUT)/http.json";; esac; \
 		if [ -n "$(QUICK)" ]; then case $$name in \
 			store_bench|peers_bench) args="$$args --quick";; \
 			logs_bench) args="$$args --lines 100000 --skip-pages";; \

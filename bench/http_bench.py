@@ -7,11 +7,17 @@ one run so the machine's noise hits both: the ceiling (POST /bench/noop, a trivi
 bearer-authenticated DRF view served from bench/http_bench_urls.py), lifecycles per second
 (post, claim, result, fetch; 4 producers and 4 workers), the post -> waiting-claim latency,
 and the same with 100 claims waiting on another queue (other requests' latency, RSS).
+
+Then issue 11's two HTTP targets on fresh servers (bench/http_bench_targets.py), each run
+interleaved with the same work done in-process: one at a time (4 clients, fsync off) and
+batches (2 producers posting 100 at a time, 4 workers claiming max 100 and finishing in one
+request, fsync on). --json saves them for bench/results.py; --only-targets runs just those.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -28,6 +34,7 @@ from http_bench_load import (  # noqa: E402
     noop_rate,
 )
 from http_bench_server import Server  # noqa: E402
+from http_bench_targets import run_targets, target_rows  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -43,7 +50,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="default: gunicorn.conf.py's")
     parser.add_argument("--fsync", type=int, choices=(0, 1), default=1)
-    parser.add_argument("--skip", default="", help="comma list: lifecycles,latency,waiters")
+    parser.add_argument("--skip", default="",
+                        help="comma list: lifecycles,latency,waiters,targets")  # fmt: skip
+    parser.add_argument("--only-targets", action="store_true", help="issue 11's targets only")
+    parser.add_argument("--targets", default="each,batched", help="which: each,batched")
+    parser.add_argument("--runs", type=int, default=3, help="of each target, interleaved")
+    parser.add_argument("--each-count", type=int, default=250,
+                        help="one-at-a-time lifecycles per client and run")  # fmt: skip
+    parser.add_argument("--batches", type=int, default=25,
+                        help="batches of 100 per producer and run")  # fmt: skip
+    parser.add_argument("--json", type=Path, default=None, help="write the targets' figures")
     return parser.parse_args()
 
 
@@ -51,6 +67,20 @@ def main() -> None:
     args = parse_args()
     skip = set(filter(None, args.skip.split(",")))
     threads = args.threads if args.threads is not None else configured_threads()
+    rows: list[tuple[str, str, str]] = []
+    if not args.only_targets:
+        rows += site_rows(args, skip, threads)
+    if "targets" not in skip:
+        which = frozenset(filter(None, args.targets.split(",")))
+        report = run_targets(args.runs, args.each_count, args.batches, which)
+        rows += target_rows(report)
+        if args.json is not None:
+            args.json.write_text(json.dumps(report, indent=1))
+    print_table(args, threads, rows)
+
+
+def site_rows(args: argparse.Namespace, skip: set[str], threads: int) -> list:
+    """The ceiling, lifecycles, latency and waiters, all on one server."""
     server = Server(worker_class=args.worker_class, workers=args.web_workers,
                     threads=threads, fsync=bool(args.fsync))  # fmt: skip
     rows: list[tuple[str, str, str]] = []
@@ -105,7 +135,7 @@ def main() -> None:
             rows += with_waiters(server, args, ceiling)
     finally:
         server.stop()
-    print_table(args, threads, rows)
+    return rows
 
 
 def with_waiters(server: Server, args: argparse.Namespace, ceiling: dict[str, float]) -> list:
@@ -139,8 +169,11 @@ def configured_threads() -> int:
 def print_table(args: argparse.Namespace, threads: int, rows: list) -> None:
     print(f"\n$ {shlex.join([sys.executable, *sys.argv])}")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    fsync = (
+        "fsync as each row says" if args.only_targets else f"fsync {'on' if args.fsync else 'off'}"
+    )
     print(f"gunicorn {args.worker_class}, {args.web_workers} workers x {threads} threads, "
-          f"fsync {'on' if args.fsync else 'off'}, loopback, 2-core machine shared "
+          f"{fsync}, loopback, 2-core machine shared "
           f"(load average at the end {load})\n")  # fmt: skip
     width = max(len(r[0]) for r in rows)
     for name, value, note in rows:

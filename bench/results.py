@@ -4,7 +4,8 @@ commands, the peers' table and every bench script's own output.
     .venv/bin/python bench/results.py OUT_DIR [--quick] [--seconds S]
 
 OUT_DIR holds what `make bench` saved: <script>.txt (a script's output, its command on the
-first line) and peers.json (bench/peers_bench.py --json).
+first line), peers.json (bench/peers_bench.py --json) and http.json (bench/http_bench.py
+--json: issue 11's two HTTP targets).
 """
 
 from __future__ import annotations
@@ -180,6 +181,49 @@ def _batch_targets(medians: dict[tuple[str, int], float]) -> list[str]:
     return ["", "Targets of issue 11 (same run, medians):", *lines] if lines else []
 
 
+# Issue 11's HTTP targets: (key in http.json, what was run, unit, least HTTP / in-process ratio)
+HTTP_TARGETS = (
+    ("each", "one at a time: post, claim, result, read; 4 clients, fsync off", "lifecycles/s",
+     0.30),
+    ("batched", "batches of 100: 2 producers post, 4 workers claim `max` 100 and report in "
+     "one batch finish; fsync on", "drained/s", 0.50),
+)  # fmt: skip
+
+
+def http_targets_table(report: dict[str, Any]) -> str:
+    """Issue 11's HTTP targets as a Markdown table: each HTTP rate beside the same work done
+    in-process in the same run (interleaved), the ratio of the medians judged."""
+    runs = report["runs"]
+    lines = [
+        f"Median of {runs} run{'s' if runs > 1 else ''}"
+        + (" (min-max)" if runs > 1 else "")
+        + "; each HTTP run follows its in-process run on the same file system, so the "
+        "machine's noise falls on both. The CPU column (all processes of a run, per lifecycle "
+        "or task) moves much less with the shared machine's load than the rates do.",
+        "",
+        "| target | over HTTP (gunicorn) | in-process, same work | HTTP / in-process | target | "
+        "| CPU ms each, HTTP (server + clients) / in-process |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, what, unit, least in HTTP_TARGETS:
+        found = report.get(key)
+        if not found:
+            continue
+        ratio = statistics.median(found["http"]) / statistics.median(found["inprocess"])
+        verdict = "met" if ratio >= least else "missed"
+        cpu = "-"
+        if found.get("http_cpu_ms") and found.get("inprocess_cpu_ms"):
+            cpu = (
+                f"{statistics.median(found['http_cpu_ms']):.2f} / "
+                f"{statistics.median(found['inprocess_cpu_ms']):.2f}"
+            )
+        lines.append(
+            f"| {what} | {_rate(found['http'])} {unit} | {_rate(found['inprocess'])} {unit} "
+            f"| {ratio:.0%} | >= {least:.0%} | {verdict} | {cpu} |"
+        )
+    return "\n".join(lines)
+
+
 def machine() -> list[str]:
     cpu = "?"
     try:
@@ -204,6 +248,7 @@ def render(
     machine_lines: list[str],
     peers: dict[str, Any] | None,
     outputs: dict[str, str],
+    http_targets: dict[str, Any] | None = None,
 ) -> str:
     """RESULTS.md's text from one run's pieces."""
     took = f" in {seconds / 60:.1f} minutes" if seconds else ""
@@ -229,6 +274,8 @@ def render(
             out += [peers_table(peers), ""]
         if "depths" in peers:
             out += [depth_table(peers), ""]
+    if http_targets:
+        out += ["## HTTP targets of issue 11", "", http_targets_table(http_targets), ""]
     for name, text in outputs.items():
         out += [f"## {name}", "", "```", text.rstrip(), "```", ""]
     return "\n".join(out)
@@ -242,11 +289,13 @@ def main() -> None:
     args = parser.parse_args()
     peers_file = args.out_dir / "peers.json"
     peers = json.loads(peers_file.read_text()) if peers_file.exists() else None
+    http_file = args.out_dir / "http.json"
+    http_targets = json.loads(http_file.read_text()) if http_file.exists() else None
     outputs = {p.stem: p.read_text() for p in sorted(args.out_dir.glob("*.txt"))}
     if peers and "peers_bench" in outputs:  # its table is written from the JSON instead
         peers["command"] = outputs.pop("peers_bench").splitlines()[0].removeprefix("$ ")
     text = render(quick=args.quick, seconds=args.seconds, machine_lines=machine(),
-                  peers=peers, outputs=outputs)  # fmt: skip
+                  peers=peers, outputs=outputs, http_targets=http_targets)  # fmt: skip
     (HERE / "RESULTS.md").write_text(text)
     print(f"wrote {(HERE / 'RESULTS.md').relative_to(HERE.parent)}", file=sys.stderr)
 

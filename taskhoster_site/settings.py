@@ -107,7 +107,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    # Django's MessageMiddleware, its storage built only when a view uses messages.
+    "queues.messages_middleware.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -212,6 +213,8 @@ REST_FRAMEWORK = {
     # Per-queue roles are checked by queues.api.context once the queue is known.
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_PARSER_CLASSES": ["queues.api.parsers.JSONParser"],
+    # DRF's negotiation, answering the common `Accept: application/json` without parsing it.
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "queues.api.negotiation.JsonFirstNegotiation",
     "DEFAULT_RENDERER_CLASSES": [
         "queues.api.parsers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

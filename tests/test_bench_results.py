@@ -143,3 +143,38 @@ def test_results_md_shows_the_depth_runs_after_the_peers() -> None:
     text = load_results().render(quick=False, seconds=60, machine_lines=[], peers=peers,
                                  outputs={})  # fmt: skip
     assert text.index("| system |") < text.index("Depth runs:") < text.index("| depth |")
+
+
+HTTP_REPORT = {
+    "runs": 3,
+    "each": {
+        "http": [110.0, 130.0, 120.0],
+        "inprocess": [500.0, 400.0, 450.0],
+        "http_cpu_ms": [9.0, 8.0, 8.5],
+        "inprocess_cpu_ms": [2.0, 2.2, 2.1],
+    },
+    "batched": {"http": [900.0, 1000.0, 950.0], "inprocess": [1800.0, 2000.0, 1900.0]},
+}
+
+
+def test_the_http_targets_stand_beside_the_same_runs_in_process_rates() -> None:
+    text = load_results().http_targets_table(HTTP_REPORT)
+    each = next(line for line in text.splitlines() if line.startswith("| one at a time"))
+    # 120 against 450: 27%, under the 30% asked
+    assert (
+        "| 120 (110-130) lifecycles/s | 450 (400-500) lifecycles/s | 27% | >= 30% | missed "
+        "| 8.50 / 2.10 |" in each
+    )
+    batched = next(line for line in text.splitlines() if line.startswith("| batches of 100"))
+    assert (
+        "| 950 (900-1,000) drained/s | 1,900 (1,800-2,000) drained/s | 50% | >= 50% | met | - |"
+        in batched
+    )
+    assert "Median of 3 runs (min-max)" in text
+
+
+def test_results_md_has_the_http_targets_only_when_they_were_run() -> None:
+    results = load_results()
+    common = {"quick": False, "seconds": 60, "machine_lines": [], "peers": None, "outputs": {}}
+    assert "## HTTP targets of issue 11" in results.render(**common, http_targets=HTTP_REPORT)
+    assert "HTTP targets" not in results.render(**common)

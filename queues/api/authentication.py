@@ -4,7 +4,8 @@ import re
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework import HTTP_HEADER_ENCODING
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
@@ -33,7 +34,7 @@ class BearerAuthentication(BaseAuthentication):
     keyword = b"bearer"
 
     def authenticate(self, request: Request) -> tuple[AbstractBaseUser, ApiToken] | None:
-        parts = get_authorization_header(request).split()
+        parts = _authorization_header(request).split()
         if not parts or parts[0].lower() == b"basic":
             return None  # no credentials of ours: maybe a session, maybe a public post
         if parts[0].lower() != self.keyword:
@@ -52,6 +53,14 @@ class BearerAuthentication(BaseAuthentication):
     def authenticate_header(self, request: Any) -> str:
         # Its presence makes DRF answer 401 (not 403) when credentials are missing or wrong.
         return 'Bearer realm="api"'
+
+
+def _authorization_header(request: Request) -> bytes:
+    """The Authorization header as bytes, as DRF's get_authorization_header gives it, read
+    straight from the WSGI environment: DRF goes through `request.headers`, which builds a
+    mapping of every header on each request only to read this one."""
+    value = request.META.get("HTTP_AUTHORIZATION", b"")
+    return value.encode(HTTP_HEADER_ENCODING) if isinstance(value, str) else value
 
 
 def _wrong_scheme(parts: list[bytes]) -> str:

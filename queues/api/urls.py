@@ -10,21 +10,23 @@ app_name = "api"
 QUEUE = "queues/<str:host>/<str:queue>/"
 TASK = QUEUE + "tasks/<str:id>"
 
+# The busiest endpoints come first: Django tries the patterns in order on every request, and
+# none of these overlap (a `str` segment never holds "/"), so the order changes no answer.
 urlpatterns = [
-    path("", views.ApiRoot.as_view(), name="root"),
+    path(QUEUE + "claim", views.ClaimView.as_view(), name="claim"),
     path(QUEUE + "tasks", views.TasksView.as_view(), name="tasks"),
     # before TASK: "batch" is no task id, but the pattern would take it for one
     path(QUEUE + "tasks/batch", views.PostManyView.as_view(), name="post-many"),
     path(TASK, views.TaskView.as_view(), name="task"),
+    path(TASK + "/result", views.ResultView.as_view(), name="result"),
+    path(QUEUE + "finish", views.FinishManyView.as_view(), name="finish-many"),
+    path(TASK + "/fail", views.FailView.as_view(), name="fail"),
+    path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
     path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),
     path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
-    path(QUEUE + "claim", views.ClaimView.as_view(), name="claim"),
     path(QUEUE + "stats", views.StatsView.as_view(), name="stats"),
-    path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
-    path(TASK + "/result", views.ResultView.as_view(), name="result"),
-    path(TASK + "/fail", views.FailView.as_view(), name="fail"),
-    path(QUEUE + "finish", views.FinishManyView.as_view(), name="finish-many"),
     path(QUEUE + "events", events.EventStreamView.as_view(), name="events"),
+    path("", views.ApiRoot.as_view(), name="root"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script from its own URL, not inline, so the site's
     # CSP (script-src 'self') holds; the Swagger UI assets come from the sidecar's static files.
