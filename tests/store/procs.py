@@ -220,3 +220,34 @@ def batch_finisher(items: str, logs: str, ack_fd: int, size: int) -> None:
         acked = [[a.task.id, a.task.status.value] for a in answers if isinstance(a, Reported)]
         os.write(ack_fd, orjson.dumps(acked) + b"\n")
     os._exit(0)
+
+
+def pg_claimer(opener: StoreOpener, worker: str, out: Any, ready: Any, start: Any) -> None:
+    """Claim batches of 1 to 5 until the queue is empty; report every claimed id and any error
+    (the PostgreSQL store's claim race: SKIP LOCKED must hand each task to one claimer)."""
+    store = opener.open()
+    ready.put(worker)
+    start.wait()
+    got: list[str] = []
+    errors: list[str] = []
+    misses, size = 0, 1
+    while misses < 3:
+        try:
+            tasks = store.claim(HOST, QUEUE, settings=LONG, worker=worker, max_tasks=size)
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+        got += [task.id for task in tasks]
+        misses = 0 if tasks else misses + 1
+        size = size % 5 + 1
+    store.close()
+    out.put((worker, got, errors))
+
+
+def pg_endless_claimer(opener: StoreOpener, claimed: Any) -> None:
+    """Claim with one-second leases and never report, telling each claimed id, until killed."""
+    store = opener.open()
+    short = QueueSettings(queue_seconds=3600, lease_seconds=1)
+    while True:
+        for task in store.claim(HOST, QUEUE, settings=short, worker="doomed", max_tasks=3):
+            claimed.put(task.id)
