@@ -63,6 +63,14 @@ class Pool:
         finally:
             self._slots.release()
 
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A borrowed connection in one transaction, in pipeline mode: the statements a verb
+        sends after its read (the write, the event row, the NOTIFY) and the COMMIT travel
+        together, so a verb costs two round trips to the server however many it sends."""
+        with self.connection() as conn, conn.pipeline(), conn.transaction():
+            yield conn
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

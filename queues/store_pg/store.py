@@ -167,7 +167,7 @@ class PostgresStore:
         batch: bool,
     ) -> list[PostResult]:
         host, queue = tasks[0].host, tasks[0].queue
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             self._make_queue(conn, host, queue)
             if settings.max_pending:
                 # capped posts count and insert one at a time per queue: maxPending is exact
@@ -251,7 +251,7 @@ class PostgresStore:
         if not task.status.terminal or task.fetched_at is not None:
             return task
         now = now_ms(now)
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             task = lock(conn, host, queue, task_id)
             if not task.status.terminal or task.fetched_at is not None:
                 return task  # someone else stamped (or retried) it first
@@ -289,7 +289,7 @@ class PostgresStore:
         """Lock the task, ask `plan(task, directory)` for its change (None: nothing to do),
         write it. `worker_of_lease`: the event names the lease's worker (an operator's requeue)."""
         paths.validate_task_id(task_id)
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             task = lock(conn, host, queue, task_id)
             change: Change | None = plan(task, rows.DIRECTORY[task.status])
             if change is None:
@@ -359,7 +359,7 @@ class PostgresStore:
         """An operator removes an ended task now (`deleted`); its archive and events stay."""
         now = now_ms(now)
         paths.validate_task_id(task_id)
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             task = lock(conn, host, queue, task_id)
             if not task.status.terminal:
                 raise NotDeletable()
@@ -502,7 +502,7 @@ class PostgresStore:
         rules.check_max_tasks(max_tasks)
         if settings.paused:
             return []
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             self._make_queue(conn, host, queue)
             found = conn.execute(
                 "SELECT record::text FROM th_tasks"
@@ -578,7 +578,7 @@ class PostgresStore:
             body = {"progress": progress} if progress is not None else {}
             return Change(source, task, new, "progress" if progress is not None else None, body)
 
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             task = lock(conn, host, queue, paths.validate_task_id(task_id))
             change = plan(task, rows.DIRECTORY[task.status])
             return self._writer.apply(conn, [change], now=now, worker=worker, settings=settings)[0]
@@ -641,7 +641,7 @@ class PostgresStore:
         settings: QueueSettings,
     ) -> Reported:
         paths.validate_task_id(task_id)
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             task = lock(conn, host, queue, task_id)
             planned: Change | Reported = plan(task, rows.DIRECTORY[task.status])
             if isinstance(planned, Reported):
@@ -675,7 +675,7 @@ class PostgresStore:
                     posting.check_size("result", report.result, settings)
             except StoreError as exc:
                 answers[index] = exc.at(index)
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.transaction() as conn:
             wanted = [r.task_id for i, r in enumerate(reports) if answers[i] is None]
             locked = lock_many(conn, host, queue, wanted) if wanted else {}
             changes: list[tuple[int, Change]] = []

@@ -9,10 +9,13 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from psycopg import sql
@@ -22,6 +25,8 @@ from queues.store_pg import PgStoreConfig, PostgresStore
 
 from . import pg, procs
 from .conftest import HOST, QUEUE, SETTINGS, T0
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -193,3 +198,43 @@ def test_no_database_is_refused_as_storage_unavailable():
     with pytest.raises(StorageUnavailable) as refused:
         PostgresStore(config)
     assert refused.value.code == "storage_unavailable"
+
+
+def test_a_connection_the_server_dropped_is_refused_once_then_replaced(ph):
+    task = ph.post()
+    with ph._conn() as conn:  # the server ends every connection of the store's (a restart)
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    with pytest.raises(StorageUnavailable) as refused:
+        ph.store.read(HOST, QUEUE, task.id)
+    assert refused.value.code == "storage_unavailable"
+    assert ph.store.read(HOST, QUEUE, task.id) == task  # a fresh connection took its place
+
+
+def _pytest_one_postgres_test(**env: str) -> subprocess.CompletedProcess:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgres://postgres@127.0.0.1:{port}/test"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+         "tests/store/test_contract.py::test_record_has_the_spec_fields_and_ext_fields_only_when_set"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TASKHOSTER_TEST_DATABASE_URL": url, **env},
+    )  # fmt: skip
+
+
+def test_without_a_server_the_postgres_param_skips_saying_why():
+    done = _pytest_one_postgres_test(TASKHOSTER_REQUIRE_POSTGRES="0")
+    assert done.returncode == 0, done.stdout
+    assert "1 passed, 1 skipped" in done.stdout
+    assert "postgres store tests skipped: no PostgreSQL server at postgres://" in done.stdout
+
+
+def test_without_a_server_the_postgres_param_fails_where_it_is_required():
+    done = _pytest_one_postgres_test(TASKHOSTER_REQUIRE_POSTGRES="1")
+    assert done.returncode == 1, done.stdout
+    assert "1 passed, 1 error" in done.stdout  # failed in its fixture, which makes the store
+    assert "PostgreSQL is required here (TASKHOSTER_REQUIRE_POSTGRES=1)" in done.stdout
