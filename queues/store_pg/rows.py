@@ -32,6 +32,11 @@ TASK_COLUMNS = (
 )
 
 
+# each column's type, for the arrays a batch is written from (unnest)
+TASK_TYPES = ("text", "integer", "integer", "bigint", "bigint", "bigint", "bigint", "text",
+              "text", "bigint", "bigint", "bigint", "text")  # fmt: skip
+
+
 def task_values(task: Task) -> tuple[Any, ...]:
     """The TASK_COLUMNS values of a task (record: the file's JSON text, byte for byte)."""
     return (
@@ -83,6 +88,9 @@ EVENT_COLUMNS = (
     "file",
     "digest",
 )
+EVENT_TYPES = ("bigint", "timestamptz", "text", "text", "text", "text", "text", "integer", "text",
+               "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "boolean",
+               "boolean", "text", "bigint")  # fmt: skip
 EVENT_FILE = "postgres"  # what a row's `file` says: written by the store, not read from a file
 
 

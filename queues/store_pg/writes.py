@@ -25,10 +25,44 @@ from . import rows
 Conn = psycopg.Connection[tuple[Any, ...]]
 CHANNEL = "taskhoster"  # NOTIFY's channel; the payload is "host/queue/task_id/event"
 
-_SET = sql.SQL(", ").join(
-    sql.SQL("{} = %s").format(sql.Identifier(column)) for column in rows.TASK_COLUMNS
+
+def _arrays(types: tuple[str, ...]) -> sql.Composable:
+    """unnest's arguments: one typed array parameter per column."""
+    return sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in types)
+
+
+def _columns(values: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows as columns (the arrays unnest takes)."""
+    return [list(column) for column in zip(*values, strict=True)] if values else [[]] * width
+
+
+def _value(column: str) -> sql.Composable:
+    """A column's value from the unnested row `v` (the record's text is json again)."""
+    value = sql.SQL("v.{}").format(sql.Identifier(column))
+    return sql.SQL("{}::json").format(value) if column == "record" else value
+
+
+# Every change of a call in one statement: the rows' new values as arrays, joined on the id.
+_UPDATE_MANY = sql.SQL(
+    "UPDATE th_tasks AS t SET {} FROM unnest(%s::text[], {}) AS v(id, {})"
+    " WHERE t.host = %s AND t.queue = %s AND t.id = v.id"
+).format(
+    sql.SQL(", ").join(
+        sql.SQL("{} = {}").format(sql.Identifier(c), _value(c)) for c in rows.TASK_COLUMNS
+    ),
+    _arrays(rows.TASK_TYPES),
+    sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
 )
-_UPDATE = sql.SQL("UPDATE th_tasks SET {} WHERE host = %s AND queue = %s AND id = %s").format(_SET)
+_INSERT_MANY = sql.SQL(
+    "INSERT INTO th_tasks (host, queue, id, {}) SELECT %s, %s, v.id, {}"
+    " FROM unnest(%s::text[], {}) AS v(id, {})"
+).format(
+    sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
+    sql.SQL(", ").join(_value(c) for c in rows.TASK_COLUMNS),
+    _arrays(rows.TASK_TYPES),
+    sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
+)
+_NOTIFY_MANY = "SELECT pg_notify(%s, note) FROM unnest(%s::text[]) AS note"
 _INSERT = sql.SQL(
     "INSERT INTO th_tasks (host, queue, id, key_item_hash, {}) VALUES (%s, %s, %s, %s, {})"
 ).format(
@@ -63,10 +97,15 @@ class Writer:
 
     def __init__(self, events_table: str) -> None:
         columns = sql.SQL(", ").join(sql.Identifier(c) for c in rows.EVENT_COLUMNS)
-        values = sql.SQL(", ").join(sql.Placeholder() for _ in rows.EVENT_COLUMNS)
-        self.insert_event = sql.SQL(
-            "INSERT INTO {} ({}, {}) VALUES ({}, nextval('th_event_offsets'))"
-        ).format(sql.Identifier(events_table), columns, sql.Identifier("offset"), values)
+        # every event row of a call in one statement, in the order given
+        self.insert_events = sql.SQL(
+            "INSERT INTO {} ({}, {}) SELECT v.*, nextval('th_event_offsets') FROM unnest({}) AS v"
+        ).format(
+            sql.Identifier(events_table),
+            columns,
+            sql.Identifier("offset"),
+            _arrays(rows.EVENT_TYPES),
+        )
 
     def insert(
         self,
@@ -80,9 +119,11 @@ class Writer:
         """New pending tasks (none keyed: keyed posts go through insert_keyed), posted."""
         for task in tasks:
             check_transition(task.id, None, task.status, "posted")
-        with conn.cursor() as cur:
-            cur.executemany(
-                _INSERT, [(t.host, t.queue, t.id, None, *rows.task_values(t)) for t in tasks]
+        if tasks:
+            values = [(t.id, *rows.task_values(t)) for t in tasks]
+            conn.execute(
+                _INSERT_MANY,
+                (tasks[0].host, tasks[0].queue, *_columns(values, len(rows.TASK_COLUMNS) + 1)),
             )
         self._posted(conn, tasks, now=now, settings=settings, because=because)
 
@@ -148,10 +189,15 @@ class Writer:
                 if lease_worker:
                     named = c.old.lease.worker if c.old.lease is not None else None
                 lines.append((c.new, c.event, named, kinds, c.because))
-        with conn.cursor() as cur:
-            cur.executemany(
-                _UPDATE,
-                [(*rows.task_values(c.new), c.new.host, c.new.queue, c.new.id) for c in changes],
+        if changes:
+            values = [(c.new.id, *rows.task_values(c.new)) for c in changes]
+            conn.execute(
+                _UPDATE_MANY,
+                (
+                    *_columns(values, len(rows.TASK_COLUMNS) + 1),
+                    changes[0].new.host,
+                    changes[0].new.queue,
+                ),
             )
         self._archive(conn, bodies, now)
         self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
@@ -201,17 +247,14 @@ class Writer:
         lines = list(lines)
         notes = [f"{t.host}/{t.queue}/{t.id}/{event}" for t, event, _, _, _ in lines]
         notes += [f"{t.host}/{t.queue}/{t.id}/" for t in quiet]
-        with conn.cursor() as cur:
-            if lines:
-                cur.executemany(
-                    self.insert_event,
-                    [
-                        rows.event_values(t, event, now=now, worker=w, archived=a, because=b)
-                        for t, event, w, a, b in lines
-                    ],
-                )
-            if notes:
-                cur.executemany("SELECT pg_notify(%s, %s)", [(CHANNEL, note) for note in notes])
+        if lines:
+            values = [
+                rows.event_values(t, event, now=now, worker=w, archived=a, because=b)
+                for t, event, w, a, b in lines
+            ]
+            conn.execute(self.insert_events, _columns(values, len(rows.EVENT_COLUMNS)))
+        if notes:
+            conn.execute(_NOTIFY_MANY, (CHANNEL, notes))
 
 
 def _payload_name(task: Task, event: str | None, kind: str) -> str:

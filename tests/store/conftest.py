@@ -33,6 +33,7 @@ BOTH_STORES = frozenset(
         "test_sweep",
         "test_batches",
         "test_operators",
+        "test_selecting",
     }
 )
 
