@@ -20,8 +20,10 @@ from typing import Any
 
 from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
 from .batch import PostEntry, Report
+from .clock import now_ms
 from .core import QueueCore
 from .errors import StoreError
+from .interface import TaskStore
 from .paths import QueueDirs
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
@@ -373,12 +375,24 @@ class QueueStore:
             now=now,
         )
 
+    # -- the sweep --------------------------------------------------------------------------
+
+    def sweep_queue(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepReport:
+        """The module's sweep_queue as a method, so a caller holding a TaskStore sweeps either
+        kind of store the same way."""
+        return sweep_queue(self, host, queue, settings, now=now_ms(now))
+
 
 def sweep_queue(
-    store: QueueStore, host: str, queue: str, settings: QueueSettings, *, now: int
+    store: TaskStore, host: str, queue: str, settings: QueueSettings, *, now: int
 ) -> SweepReport:
-    """Sweep one queue: queue timeout, lease timeout, retention, and repair (sweep.py)."""
-    return sweep.sweep_queue(store.core, host, queue, settings, now=now)
+    """Sweep one queue: queue timeout, lease timeout, retention, and (on the file store)
+    repair (sweep.py); any other TaskStore sweeps by its own method."""
+    if isinstance(store, QueueStore):
+        return sweep.sweep_queue(store.core, host, queue, settings, now=now)
+    return store.sweep_queue(host, queue, settings, now=now)
 
 
 def sweep_all(

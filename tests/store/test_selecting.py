@@ -162,6 +162,7 @@ def test_counts_per_status_with_the_waiting_pending_ones(h):
     assert (later.delayed, later.retrying) == (0, 0)
 
 
+@pytest.mark.files_only("a corrupt file: a row's record is written by the store in a transaction")
 def test_a_corrupt_file_is_neither_listed_nor_counted(h):
     task = h.post()
     (h.queue_dir / "done" / "0123456789abcdef.json").write_bytes(b'{"id": "0123')
@@ -176,6 +177,7 @@ def test_a_queue_that_does_not_exist(h):
         h.store.state_counts(HOST, "nowhere")
 
 
+@pytest.mark.files_only("the listing index's race with a rename: one query answers a selection")
 def test_a_record_that_moved_since_the_index_looked_is_left_out(h):
     """The race between the index's look and the read, played by hand: the read finds the
     file gone, or of another status, and that one task is left out of the answer."""
