@@ -5,7 +5,6 @@ twice) and an entry's alone (a lapsed lease answers 409 in its slot, never the b
 import pytest
 
 from queues.services import get_store
-from queues.store import sweep_queue
 from tests.api.conftest import HOST, QUEUE, tree, url
 
 pytestmark = pytest.mark.django_db
@@ -150,7 +149,7 @@ def test_a_batch_finish_answers_each_entry(world):
 def test_a_lapsed_lease_answers_409_in_its_slot_and_the_others_finish(world, make_queue):
     queue = make_queue(HOST, QUEUE, lease_seconds=1)
     tasks = claim_many(world, 2)
-    sweep_queue(get_store(), HOST, QUEUE, queue.to_settings(), now=tasks[0]["lease"]["until"] + 1)
+    get_store().sweep_queue(HOST, QUEUE, queue.to_settings(), now=tasks[0]["lease"]["until"] + 1)
     again = (
         world.client("bob")
         .post(url(HOST, QUEUE, "claim"), {"worker": "box-1", "max": 1}, format="json")
