@@ -88,7 +88,7 @@ class PayloadArchive:
         except OSError as exc:  # absent, or a symlink in its place
             raise NotArchived() from exc
         try:
-            edited = [_edited_attempt(name) for name in os.listdir(fd)]
+            edited = [edited_attempt(name) for name in os.listdir(fd)]
             newest = max((n for n in edited if n is not None), default=None)
             name = (
                 TASK_FILES["item"]
@@ -120,7 +120,7 @@ class PayloadArchive:
         return "progress"
 
 
-def _edited_attempt(name: str) -> int | None:
+def edited_attempt(name: str) -> int | None:
     """The attempt of an edited item's file name, `<attempt>-retried.item.json`; else None."""
     attempt, _, rest = name.partition("-")
     if rest != f"{EDITED_ITEM_EVENT}.item.json" or not attempt.isdigit():

@@ -7,33 +7,16 @@ import contextlib
 import functools
 import os
 import time
-from typing import Any
 
 from . import copies, files, paths
 from .clock import now_ms
-from .core import Change, QueueCore
-from .errors import CorruptRecord, InvalidRequest, StorageUnavailable, out_of_range
+from .core import QueueCore
+from .errors import CorruptRecord, StorageUnavailable
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
-from .records import Lease, State, Task
+from .records import State, Task
+from .rules import Change, check_max_tasks, check_worker, checked_lease_ms, claimed
 from .settings import QueueSettings
-
-
-def checked_lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
-    seconds = settings.lease_seconds if lease_seconds is None else lease_seconds
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, int)
-        or not 1 <= seconds <= settings.queue_seconds
-    ):
-        raise out_of_range("lease", seconds, 1, settings.queue_seconds, unit="seconds")
-    return seconds * 1000
-
-
-def _check_worker(worker: Any) -> str:
-    if not isinstance(worker, str) or not 1 <= len(worker) <= 200:
-        raise InvalidRequest("worker must be a name of 1 to 200 characters.")
-    return worker
 
 
 def claim(
@@ -49,9 +32,8 @@ def claim(
 ) -> list[Task]:
     """Claim up to `max_tasks` tasks, best first; [] when there is none or the queue is paused."""
     now, lease_ms = now_ms(now), checked_lease_ms(settings, lease_seconds)
-    _check_worker(worker)
-    if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 100:
-        raise out_of_range("max", max_tasks, 1, 100)
+    check_worker(worker)
+    check_max_tasks(max_tasks)
     if settings.paused:
         return []
     with core.queue_dirs(host, queue, create=True) as qd:
@@ -160,14 +142,7 @@ def _take_one(
         if newer:  # an interrupted move to done left this copy behind: it must not run again
             files.unlink(qd.fd("processing"), name, fsync=fsync)
             return "gone"
-        new = task.replace(
-            status=State.PROCESSING,
-            attempts=task.attempts + 1,
-            lease=Lease(worker=worker, until=now + lease_ms),
-            lease_seconds=lease_ms // 1000,
-            updated_at=now,
-            ended_by=None,  # a new attempt: the last one's report can no longer be replayed
-        )
+        new = claimed(task, worker=worker, lease_ms=lease_ms, now=now)
         keep = True
         return fd, Change("processing", task, new, "claimed")
     finally:

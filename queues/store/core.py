@@ -17,7 +17,6 @@ import os
 import threading
 import weakref
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import copies, files, paths, posting
@@ -30,19 +29,8 @@ from .listing_index import ListingIndexes
 from .openqueues import OpenQueues
 from .paths import QueueDirs
 from .records import State, Task, check_transition
+from .rules import Change
 from .settings import QueueSettings, StoreConfig
-
-
-@dataclass(frozen=True)
-class Change:
-    """One task's change within a batch: its record as read under its lock (`old`, in the
-    directory `source`), the record to write, the event to log and the bodies to archive."""
-
-    source: str
-    old: Task
-    new: Task
-    event: str | None
-    archive: dict[str, Any] = field(default_factory=dict)
 
 
 class QueueCore:

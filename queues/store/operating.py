@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import copies, paths, posting
+from . import copies, paths, posting, rules
 from .clock import now_ms
 from .core import QueueCore
-from .errors import NotCancellable, NotDeletable, NotRequeueable, NotRetryable
+from .errors import NotDeletable
 from .eventlog import Because
 from .producing import post
-from .records import State, Task
+from .records import Task
 from .results import PostResult
 from .settings import QueueSettings
 
@@ -38,20 +38,11 @@ def cancel(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        task = found.task
-        if task.status is State.PENDING:
-            new = task.replace(
-                status=State.CANCELLED, updated_at=now, finished_at=now, ended_by=None
-            )
-            return core.apply(
-                qd, found.directory, task, new, "cancelled", now=now, because=Because(by=by)
-            )
-        if task.status is State.PROCESSING:
-            if task.cancel_requested:
-                return task
-            new = task.replace(cancel_requested=True, cancel_requested_by=by, updated_at=now)
-            return core.apply(qd, found.directory, task, new, None, now=now)
-        raise NotCancellable()
+        change = rules.plan_cancel(found.task, found.directory, now=now, by=by)
+        if change is None:
+            return found.task  # its cancel was requested already
+        return core.apply(qd, found.directory, change.old, change.new, change.event, now=now,
+                          because=change.because)  # fmt: skip
 
 
 def retry(
@@ -76,38 +67,19 @@ def retry(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        task = found.task
-        if task.status not in (State.FAILED, State.CANCELLED):
-            raise NotRetryable()
-        budget = settings.attempt_budget()
-        new = task.replace(
-            status=State.PENDING,
-            item=task.item if item is None else item,
-            updated_at=now,
-            lease=None,
-            progress=None,
-            result=None,
-            error=None,
-            finished_at=None,
-            fetched_at=None,
-            cancel_requested=False,
-            cancel_requested_by=None,
-            available_at=0,
-            max_attempts=task.attempts + budget if budget else 0,
-            last_error=task.result if task.result is not None else task.error,
-            requeued_at=now,
-            ended_by=None,
+        change = rules.plan_retry(
+            found.task, found.directory, settings=settings, now=now, by=by, item=item
         )
         return core.apply(
             qd,
             found.directory,
-            task,
-            new,
-            "retried",
+            change.old,
+            change.new,
+            change.event,
             now=now,
-            archive={"item": item} if item is not None else None,
+            archive=change.archive or None,
             settings=settings,
-            because=Because(by=by, edited=item is not None),
+            because=change.because,
         )
 
 
@@ -130,25 +102,12 @@ def requeue(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        task = found.task
-        if task.status is not State.PROCESSING:
-            raise NotRequeueable()
+        change = rules.plan_requeue(found.task, found.directory, now=now, by=by)
+        task = change.old
         worker = task.lease.worker if task.lease else None
-        because = Because(by=by)
-        if task.cancel_requested:
-            new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
-            return core.apply(qd, found.directory, task, new, "cancelled", now=now,
-                              worker=worker, settings=settings, because=because)  # fmt: skip
-        if task.max_attempts and task.attempts >= task.max_attempts:
-            new = task.replace(
-                status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
-            )
-            return core.apply(qd, found.directory, task, new, "failed", now=now, worker=worker,
-                              archive={"error": "attempts"}, settings=settings,
-                              because=because)  # fmt: skip
-        new = task.replace(status=State.PENDING, lease=None, updated_at=now, ended_by=None)
-        return core.apply(qd, found.directory, task, new, "requeued", now=now, worker=worker,
-                          settings=settings, because=because)  # fmt: skip
+        return core.apply(qd, found.directory, task, change.new, change.event, now=now,
+                          worker=worker, archive=change.archive or None, settings=settings,
+                          because=change.because)  # fmt: skip
 
 
 def delete(

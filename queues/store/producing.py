@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Any
 
-from . import batch, copies, paths, posting
+from . import batch, copies, paths, posting, rules
 from .batch import PostEntry
 from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
 from .eventlog import NO_REASON, Because
 from .inotify import arrivals, watcher
-from .records import State, Task
+from .records import Task
 from .results import PostResult
 from .settings import QueueSettings
 
@@ -40,7 +39,7 @@ def post(
         delay_seconds=delay_seconds,
         idempotency_key=idempotency_key,
     )
-    task = _new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
+    task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
                      reposted_from=reposted_from)  # fmt: skip
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
@@ -82,7 +81,7 @@ def post_many(
     for index, entry in enumerate(entries):
         try:
             tasks.append(
-                _new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now)
+                rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now)
             )
         except StoreError as exc:
             raise exc.at(index) from exc
@@ -100,37 +99,6 @@ def post_many(
         else PostResult(task=prior, replayed=True)
         for task, prior in zip(tasks, priors, strict=True)
     ]
-
-
-def _new_task(
-    host: str,
-    queue: str,
-    entry: PostEntry,
-    *,
-    settings: QueueSettings,
-    posted_by: str | None,
-    now: int,
-    reposted_from: str | None = None,
-) -> Task:
-    """A checked entry as the pending record it becomes (nothing written yet)."""
-    posting.check_item(entry.item, settings)
-    posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
-    return Task(
-        id=secrets.token_hex(8),
-        host=paths.validate_host(host),
-        queue=paths.validate_queue(queue),
-        status=State.PENDING,
-        item=entry.item,
-        posted_by=posted_by,
-        posted_at=now,
-        updated_at=now,
-        rev=1,
-        priority=entry.priority,
-        available_at=now + entry.delay_seconds * 1000 if entry.delay_seconds else 0,
-        max_attempts=settings.attempt_budget(),
-        idempotency_key=entry.idempotency_key,
-        reposted_from=reposted_from,
-    )
 
 
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:

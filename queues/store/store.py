@@ -20,6 +20,7 @@ from typing import Any
 
 from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
 from .batch import PostEntry, Report
+from .clock import now_ms
 from .core import QueueCore
 from .errors import StoreError
 from .paths import QueueDirs
@@ -372,6 +373,15 @@ class QueueStore:
             cancelled=cancelled,
             now=now,
         )
+
+    # -- the sweep --------------------------------------------------------------------------
+
+    def sweep_queue(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepReport:
+        """The module's sweep_queue as a method, so a caller holding a TaskStore sweeps either
+        kind of store the same way."""
+        return sweep_queue(self, host, queue, settings, now=now_ms(now))
 
 
 def sweep_queue(

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, files, paths
+from . import copies, files, paths, rules
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StoreError
 from .eventlog import NO_REASON, Because
 from .paths import QueueDirs
-from .records import State, Task
+from .records import Task
+from .rules import verdict
 from .settings import QueueSettings
 
 STALE_TEMP_MS = 60_000  # a temp file (or a key without its task) this old: its writer died
@@ -211,27 +212,6 @@ def _quarantine(
         report.quarantined += 1
 
 
-def verdict(directory: str, task: Task, settings: QueueSettings, now: int) -> str | None:
-    """What the sweep's three rules make of one task with these settings at `now`, without
-    changing it: "timeout" (queue timeout), "requeue" (an interrupted claim, or a lapsed lease
-    with attempts left), "failed" (a lapsed lease past the budget), "cancelled" (a lapsed lease
-    whose cancel was requested), "cleaned" (retention over), or None. The one place the rules
-    are: the sweep acts on it, the preview counts it."""
-    if directory != "done" and now - task.window_start > settings.queue_seconds * 1000:
-        return "timeout"
-    if directory == "processing" and task.status is State.PENDING:
-        return "requeue"  # a claim that crashed between its rename and its rewrite
-    if directory == "processing" and task.lease is not None and task.lease.until <= now:
-        if task.cancel_requested:
-            return "cancelled"  # its worker is gone: no one else may run what was stopped
-        if task.max_attempts and task.attempts >= task.max_attempts:
-            return "failed"
-        return "requeue"
-    if directory == "done" and _retention_over(task, settings, now):
-        return "cleaned"
-    return None
-
-
 def _apply_rules(
     core: QueueCore,
     qd: QueueDirs,
@@ -240,39 +220,21 @@ def _apply_rules(
     now: int,
     report: SweepReport,
 ) -> None:
-    task = best.task
-    found = verdict(best.directory, task, settings, now)
-    lapsed = Because(lapsed=True)
-    if found == "timeout":
-        new = task.replace(
-            status=State.FAILED,
-            error="timeout",
-            lease=None,
-            updated_at=now,
-            finished_at=now,
-            ended_by=None,
-        )
-        _change(core, qd, best, new, "timeout", now, settings, archive={"error": "timeout"})
-        report.timeout += 1
-    elif found == "requeue" and task.status is State.PENDING:
-        # the interrupted claim: the attempt never began
-        if _change(core, qd, best, task.replace(updated_at=now), "requeue", now, settings):
-            report.requeue += 1
-    elif found == "cancelled":
-        new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
-        report.cancelled += _change(core, qd, best, new, "cancelled", now, settings,
-                                    because=lapsed)  # fmt: skip
-    elif found == "failed":
-        new = task.replace(
-            status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
-        )
-        report.failed += _change(core, qd, best, new, "failed", now, settings,
-                                 archive={"error": "attempts"}, because=lapsed)  # fmt: skip
-    elif found == "requeue":
-        new = task.replace(status=State.PENDING, lease=None, updated_at=now)
-        report.requeue += _change(core, qd, best, new, "requeue", now, settings, because=lapsed)
-    elif found == "cleaned":
+    found = verdict(best.directory, best.task, settings, now)
+    if found == "cleaned":
         report.cleaned += _clean(core, qd, best, now)
+        return
+    change = None if found is None else rules.plan_sweep(found, best.task, best.directory, now=now)
+    if change is None:
+        return
+    assert change.event is not None
+    done = _change(core, qd, best, change.new, change.event, now, settings,
+                   archive=change.archive or None, because=change.because)  # fmt: skip
+    if found == "timeout":
+        report.timeout += 1  # counted as decided, as it always was
+    else:
+        counter = {"cancelled": "cancelled", "failed": "failed"}.get(change.event, "requeue")
+        setattr(report, counter, getattr(report, counter) + done)
 
 
 def _change(
@@ -306,15 +268,6 @@ def _change(
         return True
     finally:
         os.close(fd)
-
-
-def _retention_over(task: Task, settings: QueueSettings, now: int) -> bool:
-    finished = task.finished_at if task.finished_at is not None else task.updated_at
-    if settings.retain_from == "fetched":
-        if task.fetched_at is None:
-            return now >= finished + settings.max_retain_seconds * 1000
-        return now >= task.fetched_at + settings.retain_seconds * 1000
-    return now >= finished + settings.retain_seconds * 1000
 
 
 def _clean(core: QueueCore, qd: QueueDirs, best: copies.Copy, now: int) -> bool:

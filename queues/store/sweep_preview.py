@@ -15,8 +15,8 @@ from . import copies, paths
 from .clock import now_ms
 from .core import QueueCore
 from .errors import NotFound
+from .rules import verdict
 from .settings import QueueSettings
-from .sweep import verdict
 
 KINDS = ("timeout", "requeue", "failed", "cancelled", "cleaned")
 SAMPLE = 5  # ids shown of each kind

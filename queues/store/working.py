@@ -8,74 +8,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import orjson
-
-from . import batch, copies, paths
+from . import batch, copies, paths, rules
 from .batch import Report
-from .claiming import checked_lease_ms
 from .clock import now_ms
-from .core import Change, QueueCore
+from .core import QueueCore
 from .errors import InvalidRequest, LeaseLost, NotFound, StoreError
 from .paths import QueueDirs
 from .posting import check_size
-from .records import Lease, State, Task
+from .records import Task
 from .results import Reported
+from .rules import Change, checked_lease_ms
 from .settings import QueueSettings
-
-
-def _claimed_ms(task: Task, settings: QueueSettings) -> int:
-    """The claim's own lease length; the queue's for a record written before it was kept.
-
-    Clamped to the queue timeout, which an admin may have lowered since the claim."""
-    seconds = task.lease_seconds or settings.lease_seconds
-    return min(seconds, settings.queue_seconds) * 1000
-
-
-def _held(task: Task, worker: str, attempt: int) -> None:
-    """Fencing: only the worker and attempt the claim named may change a processing task."""
-    lease = task.lease
-    if (
-        task.status is not State.PROCESSING
-        or lease is None
-        or lease.worker != worker
-        or task.attempts != attempt
-    ):
-        raise LeaseLost()
-
-
-def _same(a: Any, b: Any) -> bool:
-    """The same JSON: keys in any order, but 1, 1.0 and true are three different bodies."""
-    return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
-        b, option=orjson.OPT_SORT_KEYS
-    )
-
-
-def _ended_by(task: Task, worker: str, attempt: int) -> bool:
-    """This worker's own report ended this attempt, and nothing has changed its course since."""
-    return task.ended_by == worker and task.attempts == attempt
-
-
-def _finished_so(task: Task, worker: str, attempt: int, result: Any) -> bool:
-    return (
-        _ended_by(task, worker, attempt)
-        and task.status is State.FINISHED
-        and _same(task.result, result)
-    )
-
-
-def _failed_so(
-    task: Task, worker: str, attempt: int, result: Any, *, retry: bool, cancelled: bool
-) -> bool:
-    """The record shows what this fail would have made of the attempt: cancelled; failed (past
-    the budget, with retry); or, with retry, pending again and not yet claimed."""
-    if not _ended_by(task, worker, attempt):
-        return False
-    if cancelled:
-        return task.status is State.CANCELLED and _same(task.result, result)
-    if task.status is State.FAILED:
-        errors = (None, "attempts") if retry else (None,)
-        return task.error in errors and _same(task.result, result)
-    return retry and task.status is State.PENDING and _same(task.last_error, result)
 
 
 def progress(
@@ -106,19 +49,10 @@ def progress(
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
         task = found.task
-        _held(task, worker, attempt)
-        lease_ms = (
-            checked_lease_ms(settings, lease_seconds)
-            if lease_seconds
-            else _claimed_ms(task, settings)
-        )
-        changes: dict[str, Any] = {
-            "lease": Lease(worker=worker, until=now + lease_ms),
-            "updated_at": now,
-        }
-        if progress is not None:
-            changes["progress"] = progress
-        new = task.replace(**changes)
+        new = rules.progressed(
+            task, settings=settings, worker=worker, attempt=attempt, progress=progress,
+            lease_seconds=lease_seconds, now=now,
+        )  # fmt: skip
         body = {"progress": progress} if progress is not None else {}
         return core.apply(
             qd,
@@ -153,7 +87,7 @@ def finish(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        planned = _plan_finish(found, worker, attempt, result, now=now)
+        planned = rules.plan_finish(found.task, found.directory, worker, attempt, result, now=now)
         return _apply_one(core, qd, planned, now=now, worker=worker, settings=settings)
 
 
@@ -185,8 +119,8 @@ def fail(
         core.queue_dirs(host, queue) as qd,
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
-        planned = _plan_fail(
-            found, worker, attempt, result, retry=retry, cancelled=cancelled,
+        planned = rules.plan_fail(
+            found.task, found.directory, worker, attempt, result, retry=retry, cancelled=cancelled,
             settings=settings, now=now,
         )  # fmt: skip
         return _apply_one(core, qd, planned, now=now, worker=worker, settings=settings)
@@ -232,7 +166,9 @@ def finish_many(
             report = reports[index]
             try:
                 found = locks.enter_context(copies.locked(qd, report.task_id))
-                planned = _plan_report(found, worker, report, settings=settings, now=now)
+                planned = rules.plan_report(
+                    found.task, found.directory, worker, report, settings=settings, now=now
+                )
             except (NotFound, LeaseLost, InvalidRequest) as exc:
                 answers[index] = exc.at(index)
                 continue
@@ -273,79 +209,3 @@ def _apply_one(
         settings=settings,
     )
     return Reported(task=ended, replayed=False)
-
-
-def _plan_report(
-    found: copies.Copy, worker: str, report: Report, *, settings: QueueSettings, now: int
-) -> Change | Reported:
-    if report.outcome == "result":
-        return _plan_finish(found, worker, report.attempt, report.result, now=now)
-    return _plan_fail(
-        found, worker, report.attempt, report.result, retry=report.outcome == "retry",
-        cancelled=False, settings=settings, now=now,
-    )  # fmt: skip
-
-
-def _plan_finish(
-    found: copies.Copy, worker: str, attempt: int, result: Any, *, now: int
-) -> Change | Reported:
-    """What finishing the locked task makes of it: a replay, or the change to write."""
-    task = found.task
-    if _finished_so(task, worker, attempt, result):
-        return Reported(task=task, replayed=True)
-    _held(task, worker, attempt)
-    new = task.replace(
-        status=State.FINISHED,
-        result=result,
-        lease=None,
-        updated_at=now,
-        finished_at=now,
-        ended_by=worker,
-    )
-    return Change(found.directory, task, new, "result", {"result": result})
-
-
-def _plan_fail(
-    found: copies.Copy,
-    worker: str,
-    attempt: int,
-    result: Any,
-    *,
-    retry: bool,
-    cancelled: bool,
-    settings: QueueSettings,
-    now: int,
-) -> Change | Reported:
-    """What failing the locked task makes of it: a replay, or the change to write."""
-    task = found.task
-    if _failed_so(task, worker, attempt, result, retry=retry, cancelled=cancelled):
-        return Reported(task=task, replayed=True)
-    _held(task, worker, attempt)
-    end = {"lease": None, "updated_at": now, "ended_by": worker}
-    if cancelled:
-        if not task.cancel_requested:
-            raise InvalidRequest("Only a task whose cancel was requested can end cancelled.")
-        new = task.replace(status=State.CANCELLED, result=result, finished_at=now, **end)
-        event = "cancelled"
-    elif (
-        retry
-        and not task.cancel_requested
-        and (not task.max_attempts or task.attempts < task.max_attempts)
-    ):
-        new = task.replace(
-            status=State.PENDING,
-            last_error=result,
-            progress=None,
-            available_at=now + settings.backoff_ms(task.attempts),
-            requeued_at=now if task.max_attempts else task.requeued_at,
-            **end,
-        )
-        event = "requeue"
-    else:
-        error = "attempts" if retry and task.max_attempts and not task.cancel_requested else None
-        new = task.replace(status=State.FAILED, result=result, error=error, finished_at=now, **end)
-        event = "failed"
-    body = {"result": result} if result is not None else {}
-    if new.error:
-        body["error"] = new.error
-    return Change(found.directory, task, new, event, body)

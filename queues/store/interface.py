@@ -1,0 +1,251 @@
+"""TaskStore: what the API, the console, the sweep and Task Logs may ask of a store.
+
+Two classes implement it: QueueStore (the file store, store.py) and PostgresStore
+(queues/store_pg). Each method has QueueStore's signature and answers with the same values
+(Task, PostResult, Reported, ...) and the same refusals (errors.py), so a caller never knows
+which store a queue uses. What only the file store has (its directories, `queue_dirs`, and its
+StoreConfig) stays out of the interface.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .batch import PostEntry, Report
+from .errors import StoreError
+from .records import Task
+from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
+from .selecting import Found, OrderKey, Selection, StateCounts
+from .settings import QueueSettings
+from .sweep import SweepReport
+
+
+class TaskStore(Protocol):
+    def close(self) -> None: ...
+
+    def create_queue(self, host: str, queue: str) -> None: ...
+
+    def queues(self) -> list[tuple[str, str]]: ...
+
+    # -- producers --------------------------------------------------------------------------
+
+    def post(
+        self,
+        host: str,
+        queue: str,
+        item: Any,
+        *,
+        settings: QueueSettings,
+        posted_by: str | None,
+        priority: int = 0,
+        delay_seconds: int = 0,
+        idempotency_key: str | None = None,
+        now: int | None = None,
+    ) -> PostResult: ...
+
+    def post_many(
+        self,
+        host: str,
+        queue: str,
+        entries: list[PostEntry],
+        *,
+        settings: QueueSettings,
+        posted_by: str | None,
+        now: int | None = None,
+    ) -> list[PostResult]: ...
+
+    def read(self, host: str, queue: str, task_id: str) -> Task: ...
+
+    def fetch(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        now: int | None = None,
+        current: Task | None = None,
+    ) -> Task: ...
+
+    def wait_for_change(
+        self, host: str, queue: str, task_id: str, *, since: int, wait_seconds: float
+    ) -> Task: ...
+
+    # -- owners and operators ---------------------------------------------------------------
+
+    def cancel(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task: ...
+
+    def retry(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+        item: Any = None,
+    ) -> Task: ...
+
+    def requeue(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task: ...
+
+    def delete(
+        self, host: str, queue: str, task_id: str, *, now: int | None = None, by: str | None = None
+    ) -> Task: ...
+
+    def repost(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> PostResult: ...
+
+    def has_archived_item(self, host: str, queue: str, task_id: str) -> bool: ...
+
+    # -- listings ---------------------------------------------------------------------------
+
+    def list_tasks(
+        self,
+        host: str,
+        queue: str,
+        *,
+        status: str | None = None,
+        posted_by: str | _Any | None = ANY,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> TaskPage: ...
+
+    def stats(self, host: str, queue: str, *, now: int | None = None) -> QueueStats: ...
+
+    def find(
+        self,
+        host: str,
+        queue: str,
+        selection: Selection,
+        *,
+        newest_first: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+        after: OrderKey | None = None,
+        until: OrderKey | None = None,
+        budget: int = 2_000,
+    ) -> Found: ...
+
+    def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts: ...
+
+    # -- workers ----------------------------------------------------------------------------
+
+    def claim(
+        self,
+        host: str,
+        queue: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        lease_seconds: int | None = None,
+        max_tasks: int = 1,
+        now: int | None = None,
+    ) -> list[Task]: ...
+
+    def wait_claim(
+        self,
+        host: str,
+        queue: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        wait_seconds: float,
+        lease_seconds: int | None = None,
+        max_tasks: int = 1,
+    ) -> list[Task]: ...
+
+    def progress(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        attempt: int,
+        progress: Any = None,
+        lease_seconds: int | None = None,
+        now: int | None = None,
+    ) -> Task: ...
+
+    def finish(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        attempt: int,
+        result: Any,
+        now: int | None = None,
+    ) -> Reported: ...
+
+    def finish_many(
+        self,
+        host: str,
+        queue: str,
+        reports: list[Report],
+        *,
+        settings: QueueSettings,
+        worker: str,
+        now: int | None = None,
+    ) -> list[Reported | StoreError]: ...
+
+    def fail(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        attempt: int,
+        result: Any = None,
+        retry: bool = False,
+        cancelled: bool = False,
+        now: int | None = None,
+    ) -> Reported: ...
+
+    # -- the sweep --------------------------------------------------------------------------
+
+    def sweep_queue(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepReport:
+        """Queue timeout, lease timeout (with the attempt budget) and retention on one queue;
+        safe beside another sweep of the same queue in another process."""
+        ...
+
+
+if TYPE_CHECKING:
+    from .store import QueueStore
+
+    def _file_store_is_a_task_store(store: QueueStore) -> TaskStore:
+        """mypy's proof that QueueStore implements every method above, as declared."""
+        return store

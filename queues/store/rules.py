@@ -1,0 +1,404 @@
+"""The store's rules on one record, with no storage in them: what a post makes, what a claim,
+a report, an operator's verb or the sweep makes of a task as read. Both stores (the file store
+here, the PostgreSQL store in queues/store_pg) call these, so a rule lives in one place; each
+store only reads the record under its own lock and writes what these return.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import paths, posting
+from .batch import PostEntry, Report
+from .errors import (
+    InvalidRequest,
+    LeaseLost,
+    NotCancellable,
+    NotRequeueable,
+    NotRetryable,
+    out_of_range,
+)
+from .eventlog import NO_REASON, Because
+from .records import Lease, State, Task
+from .results import Reported
+from .settings import QueueSettings
+
+
+@dataclass(frozen=True)
+class Change:
+    """One task's change: its record as read under its lock (`old`, in the directory `source`;
+    the PostgreSQL store passes the directory its status maps to), the record to write, the
+    event to log, the bodies to archive, and why (the line's optional fields)."""
+
+    source: str
+    old: Task
+    new: Task
+    event: str | None
+    archive: dict[str, Any] = field(default_factory=dict)
+    because: Because = NO_REASON
+
+
+# -- posts ----------------------------------------------------------------------------------
+
+
+def new_task(
+    host: str,
+    queue: str,
+    entry: PostEntry,
+    *,
+    settings: QueueSettings,
+    posted_by: str | None,
+    now: int,
+    reposted_from: str | None = None,
+) -> Task:
+    """A checked entry as the pending record it becomes (nothing written yet)."""
+    posting.check_item(entry.item, settings)
+    posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
+    return Task(
+        id=secrets.token_hex(8),
+        host=paths.validate_host(host),
+        queue=paths.validate_queue(queue),
+        status=State.PENDING,
+        item=entry.item,
+        posted_by=posted_by,
+        posted_at=now,
+        updated_at=now,
+        rev=1,
+        priority=entry.priority,
+        available_at=now + entry.delay_seconds * 1000 if entry.delay_seconds else 0,
+        max_attempts=settings.attempt_budget(),
+        idempotency_key=entry.idempotency_key,
+        reposted_from=reposted_from,
+    )
+
+
+# -- claims and workers' reports ------------------------------------------------------------
+
+
+def checked_lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
+    seconds = settings.lease_seconds if lease_seconds is None else lease_seconds
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int)
+        or not 1 <= seconds <= settings.queue_seconds
+    ):
+        raise out_of_range("lease", seconds, 1, settings.queue_seconds, unit="seconds")
+    return seconds * 1000
+
+
+def check_worker(worker: Any) -> str:
+    if not isinstance(worker, str) or not 1 <= len(worker) <= 200:
+        raise InvalidRequest("worker must be a name of 1 to 200 characters.")
+    return worker
+
+
+def check_max_tasks(max_tasks: Any) -> None:
+    if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 100:
+        raise out_of_range("max", max_tasks, 1, 100)
+
+
+def claimed(task: Task, *, worker: str, lease_ms: int, now: int) -> Task:
+    """A pending task as the claim's new attempt holds it."""
+    return task.replace(
+        status=State.PROCESSING,
+        attempts=task.attempts + 1,
+        lease=Lease(worker=worker, until=now + lease_ms),
+        lease_seconds=lease_ms // 1000,
+        updated_at=now,
+        ended_by=None,  # a new attempt: the last one's report can no longer be replayed
+    )
+
+
+def claimed_ms(task: Task, settings: QueueSettings) -> int:
+    """The claim's own lease length; the queue's for a record written before it was kept.
+
+    Clamped to the queue timeout, which an admin may have lowered since the claim."""
+    seconds = task.lease_seconds or settings.lease_seconds
+    return min(seconds, settings.queue_seconds) * 1000
+
+
+def held(task: Task, worker: str, attempt: int) -> None:
+    """Fencing: only the worker and attempt the claim named may change a processing task."""
+    lease = task.lease
+    if (
+        task.status is not State.PROCESSING
+        or lease is None
+        or lease.worker != worker
+        or task.attempts != attempt
+    ):
+        raise LeaseLost()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same JSON: keys in any order, but 1, 1.0 and true are three different bodies."""
+    return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        b, option=orjson.OPT_SORT_KEYS
+    )
+
+
+def _ended_by(task: Task, worker: str, attempt: int) -> bool:
+    """This worker's own report ended this attempt, and nothing has changed its course since."""
+    return task.ended_by == worker and task.attempts == attempt
+
+
+def _finished_so(task: Task, worker: str, attempt: int, result: Any) -> bool:
+    return (
+        _ended_by(task, worker, attempt)
+        and task.status is State.FINISHED
+        and _same(task.result, result)
+    )
+
+
+def _failed_so(
+    task: Task, worker: str, attempt: int, result: Any, *, retry: bool, cancelled: bool
+) -> bool:
+    """The record shows what this fail would have made of the attempt: cancelled; failed (past
+    the budget, with retry); or, with retry, pending again and not yet claimed."""
+    if not _ended_by(task, worker, attempt):
+        return False
+    if cancelled:
+        return task.status is State.CANCELLED and _same(task.result, result)
+    if task.status is State.FAILED:
+        errors = (None, "attempts") if retry else (None,)
+        return task.error in errors and _same(task.result, result)
+    return retry and task.status is State.PENDING and _same(task.last_error, result)
+
+
+def progressed(
+    task: Task,
+    *,
+    settings: QueueSettings,
+    worker: str,
+    attempt: int,
+    progress: Any,
+    lease_seconds: int | None,
+    now: int,
+) -> Task:
+    """The held task with its lease extended (by `lease_seconds` when the call gives one, else
+    by the claim's own length) and its progress, when one is given."""
+    held(task, worker, attempt)
+    lease_ms = (
+        checked_lease_ms(settings, lease_seconds) if lease_seconds else claimed_ms(task, settings)
+    )
+    changes: dict[str, Any] = {
+        "lease": Lease(worker=worker, until=now + lease_ms),
+        "updated_at": now,
+    }
+    if progress is not None:
+        changes["progress"] = progress
+    return task.replace(**changes)
+
+
+def plan_report(
+    task: Task, source: str, worker: str, report: Report, *, settings: QueueSettings, now: int
+) -> Change | Reported:
+    if report.outcome == "result":
+        return plan_finish(task, source, worker, report.attempt, report.result, now=now)
+    return plan_fail(
+        task, source, worker, report.attempt, report.result, retry=report.outcome == "retry",
+        cancelled=False, settings=settings, now=now,
+    )  # fmt: skip
+
+
+def plan_finish(
+    task: Task, source: str, worker: str, attempt: int, result: Any, *, now: int
+) -> Change | Reported:
+    """What finishing the locked task makes of it: a replay, or the change to write."""
+    if _finished_so(task, worker, attempt, result):
+        return Reported(task=task, replayed=True)
+    held(task, worker, attempt)
+    new = task.replace(
+        status=State.FINISHED,
+        result=result,
+        lease=None,
+        updated_at=now,
+        finished_at=now,
+        ended_by=worker,
+    )
+    return Change(source, task, new, "result", {"result": result})
+
+
+def plan_fail(
+    task: Task,
+    source: str,
+    worker: str,
+    attempt: int,
+    result: Any,
+    *,
+    retry: bool,
+    cancelled: bool,
+    settings: QueueSettings,
+    now: int,
+) -> Change | Reported:
+    """What failing the locked task makes of it: a replay, or the change to write."""
+    if _failed_so(task, worker, attempt, result, retry=retry, cancelled=cancelled):
+        return Reported(task=task, replayed=True)
+    held(task, worker, attempt)
+    end = {"lease": None, "updated_at": now, "ended_by": worker}
+    if cancelled:
+        if not task.cancel_requested:
+            raise InvalidRequest("Only a task whose cancel was requested can end cancelled.")
+        new = task.replace(status=State.CANCELLED, result=result, finished_at=now, **end)
+        event = "cancelled"
+    elif (
+        retry
+        and not task.cancel_requested
+        and (not task.max_attempts or task.attempts < task.max_attempts)
+    ):
+        new = task.replace(
+            status=State.PENDING,
+            last_error=result,
+            progress=None,
+            available_at=now + settings.backoff_ms(task.attempts),
+            requeued_at=now if task.max_attempts else task.requeued_at,
+            **end,
+        )
+        event = "requeue"
+    else:
+        error = "attempts" if retry and task.max_attempts and not task.cancel_requested else None
+        new = task.replace(status=State.FAILED, result=result, error=error, finished_at=now, **end)
+        event = "failed"
+    body = {"result": result} if result is not None else {}
+    if new.error:
+        body["error"] = new.error
+    return Change(source, task, new, event, body)
+
+
+# -- owners and operators -------------------------------------------------------------------
+
+
+def plan_cancel(task: Task, source: str, *, now: int, by: str | None) -> Change | None:
+    """pending -> cancelled; processing -> cancelRequested (and cancelRequestedBy, so the
+    line that ends it names the operator), None when already requested; terminal ->
+    NotCancellable."""
+    if task.status is State.PENDING:
+        new = task.replace(status=State.CANCELLED, updated_at=now, finished_at=now, ended_by=None)
+        return Change(source, task, new, "cancelled", because=Because(by=by))
+    if task.status is State.PROCESSING:
+        if task.cancel_requested:
+            return None
+        new = task.replace(cancel_requested=True, cancel_requested_by=by, updated_at=now)
+        return Change(source, task, new, None)
+    raise NotCancellable()
+
+
+def plan_retry(
+    task: Task, source: str, *, settings: QueueSettings, now: int, by: str | None, item: Any
+) -> Change:
+    """failed or cancelled -> pending, with a fresh attempt budget and a fresh queue-timeout
+    window (requeuedAt); `item` (already checked as a post's) replaces the task's."""
+    if task.status not in (State.FAILED, State.CANCELLED):
+        raise NotRetryable()
+    budget = settings.attempt_budget()
+    new = task.replace(
+        status=State.PENDING,
+        item=task.item if item is None else item,
+        updated_at=now,
+        lease=None,
+        progress=None,
+        result=None,
+        error=None,
+        finished_at=None,
+        fetched_at=None,
+        cancel_requested=False,
+        cancel_requested_by=None,
+        available_at=0,
+        max_attempts=task.attempts + budget if budget else 0,
+        last_error=task.result if task.result is not None else task.error,
+        requeued_at=now,
+        ended_by=None,
+    )
+    return Change(
+        source,
+        task,
+        new,
+        "retried",
+        {"item": item} if item is not None else {},
+        Because(by=by, edited=item is not None),
+    )
+
+
+def plan_requeue(task: Task, source: str, *, now: int, by: str | None) -> Change:
+    """An operator ends a processing task's lease now, as if it had lapsed: back to pending
+    (`requeued`), unless a lapsed lease would end it (cancel requested: cancelled; past the
+    budget: failed with "attempts"). Anything but processing -> NotRequeueable."""
+    if task.status is not State.PROCESSING:
+        raise NotRequeueable()
+    because = Because(by=by)
+    if task.cancel_requested:
+        new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
+        return Change(source, task, new, "cancelled", because=because)
+    if task.max_attempts and task.attempts >= task.max_attempts:
+        new = task.replace(
+            status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
+        )
+        return Change(source, task, new, "failed", {"error": "attempts"}, because)
+    new = task.replace(status=State.PENDING, lease=None, updated_at=now, ended_by=None)
+    return Change(source, task, new, "requeued", because=because)
+
+
+# -- the sweep ------------------------------------------------------------------------------
+
+
+def verdict(directory: str, task: Task, settings: QueueSettings, now: int) -> str | None:
+    """What the sweep's three rules make of one task with these settings at `now`, without
+    changing it: "timeout" (queue timeout), "requeue" (an interrupted claim, or a lapsed lease
+    with attempts left), "failed" (a lapsed lease past the budget), "cancelled" (a lapsed lease
+    whose cancel was requested), "cleaned" (retention over), or None. The one place the rules
+    are: the sweeps act on it, the preview counts it."""
+    if directory != "done" and now - task.window_start > settings.queue_seconds * 1000:
+        return "timeout"
+    if directory == "processing" and task.status is State.PENDING:
+        return "requeue"  # a claim that crashed between its rename and its rewrite
+    if directory == "processing" and task.lease is not None and task.lease.until <= now:
+        if task.cancel_requested:
+            return "cancelled"  # its worker is gone: no one else may run what was stopped
+        if task.max_attempts and task.attempts >= task.max_attempts:
+            return "failed"
+        return "requeue"
+    if directory == "done" and retention_over(task, settings, now):
+        return "cleaned"
+    return None
+
+
+def retention_over(task: Task, settings: QueueSettings, now: int) -> bool:
+    finished = task.finished_at if task.finished_at is not None else task.updated_at
+    if settings.retain_from == "fetched":
+        if task.fetched_at is None:
+            return now >= finished + settings.max_retain_seconds * 1000
+        return now >= task.fetched_at + settings.retain_seconds * 1000
+    return now >= finished + settings.retain_seconds * 1000
+
+
+def plan_sweep(found: str, task: Task, source: str, *, now: int) -> Change | None:
+    """The change a verdict (other than "cleaned") makes of the task; None for no change."""
+    lapsed = Because(lapsed=True)
+    if found == "timeout":
+        new = task.replace(
+            status=State.FAILED,
+            error="timeout",
+            lease=None,
+            updated_at=now,
+            finished_at=now,
+            ended_by=None,
+        )
+        return Change(source, task, new, "timeout", {"error": "timeout"})
+    if found == "requeue" and task.status is State.PENDING:
+        # the interrupted claim: the attempt never began
+        return Change(source, task, task.replace(updated_at=now), "requeue")
+    if found == "cancelled":
+        new = task.replace(status=State.CANCELLED, lease=None, updated_at=now, finished_at=now)
+        return Change(source, task, new, "cancelled", because=lapsed)
+    if found == "failed":
+        new = task.replace(
+            status=State.FAILED, error="attempts", lease=None, updated_at=now, finished_at=now
+        )
+        return Change(source, task, new, "failed", {"error": "attempts"}, lapsed)
+    if found == "requeue":
+        new = task.replace(status=State.PENDING, lease=None, updated_at=now)
+        return Change(source, task, new, "requeue", because=lapsed)
+    return None

@@ -1,0 +1,71 @@
+"""A small pool of psycopg connections: a verb borrows one for its transaction.
+
+psycopg_pool is not a dependency; this needs only a lock and a list. A connection that broke
+(the server restarted, the network dropped) is closed instead of being returned, so the next
+borrower opens a fresh one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from queues.store.errors import StorageUnavailable
+
+
+class Pool:
+    def __init__(self, dsn: str, *, schema: str, size: int) -> None:
+        self.dsn, self.schema, self.size = dsn, schema, size
+        self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def open(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """A new connection of our own (autocommit: every transaction is an explicit block),
+        with the store's schema first on its search path."""
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailable(f"The task database is not reachable: {exc}") from exc
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+        return conn
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        self._slots.acquire()
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None or conn.closed:
+                conn = self.open()
+            try:
+                yield conn
+            except psycopg.OperationalError as exc:
+                conn.close()
+                raise StorageUnavailable(f"The task database went away: {exc}") from exc
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.close()
+                raise
+            finally:
+                if not conn.closed:
+                    with self._lock:
+                        if self._closed:
+                            conn.close()
+                        else:
+                            self._idle.append(conn)
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()

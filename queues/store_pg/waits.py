@@ -1,0 +1,91 @@
+"""Waking waiting claims and reads: one LISTEN connection per store, in a daemon thread.
+
+Every change the store commits sends NOTIFY taskhoster 'host/queue/task_id/event' (writes.py).
+The listener bumps the (host, queue) generation and wakes its waiters, who then look at the
+table again. A waiter never trusts the notification alone: it also looks at the end of every
+`poll_seconds`, so a notification lost (the listener reconnecting after the server restarted)
+costs at most that long, never a task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+
+import psycopg
+from psycopg import sql
+
+from queues.store.errors import StorageUnavailable
+
+from .pool import Pool
+from .writes import CHANNEL
+
+Key = tuple[str, str]
+
+
+class Waits:
+    def __init__(self, pool: Pool, *, poll_seconds: float) -> None:
+        self._pool, self.poll_seconds = pool, poll_seconds
+        self._changed = threading.Condition()
+        self._generation: defaultdict[Key, int] = defaultdict(int)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.listening = threading.Event()  # set while the LISTEN connection is up
+
+    def generation(self, key: Key) -> int:
+        self._start()
+        with self._changed:
+            return self._generation[key]
+
+    def wait(self, key: Key, generation: int, seconds: float) -> None:
+        """Until the key's generation moves past `generation`, or `seconds` (capped at the
+        poll interval) have passed."""
+        deadline = time.monotonic() + min(seconds, self.poll_seconds)
+        with self._changed:
+            while self._generation[key] == generation:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._changed.wait(remaining)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.poll_seconds + 5)
+
+    def _start(self) -> None:
+        with self._changed:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._listen, name="taskhoster-pg-listen", daemon=True
+                )
+                self._thread.start()
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn = self._pool.open()
+            except StorageUnavailable:  # the server is down: the waiters poll meanwhile
+                self._stop.wait(self.poll_seconds)
+                continue
+            try:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self.listening.set()
+                while not self._stop.is_set():
+                    for note in conn.notifies(timeout=self.poll_seconds):
+                        self._wake(note.payload)
+            except psycopg.Error:
+                pass  # reconnect; the waiters' polls cover the gap
+            finally:
+                self.listening.clear()
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+
+    def _wake(self, payload: str) -> None:
+        host, _, rest = payload.partition("/")
+        queue, _, _ = rest.partition("/")
+        with self._changed:
+            self._generation[(host, queue)] += 1
+            self._changed.notify_all()

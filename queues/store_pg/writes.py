@@ -1,0 +1,227 @@
+"""The one place the PostgreSQL store changes tasks: inside the caller's transaction, each
+change is checked against the transition table (records.check_transition), its row written,
+its bodies archived (th_payloads), its event row inserted and a NOTIFY sent, so all of them
+commit together or none does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg import sql
+
+from queues.store import archive, posting
+from queues.store.errors import NotFound
+from queues.store.eventlog import NO_REASON, Because
+from queues.store.records import Task, check_transition
+from queues.store.rules import Change
+from queues.store.settings import QueueSettings
+
+from . import rows
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+CHANNEL = "taskhoster"  # NOTIFY's channel; the payload is "host/queue/task_id/event"
+
+_SET = sql.SQL(", ").join(
+    sql.SQL("{} = %s").format(sql.Identifier(column)) for column in rows.TASK_COLUMNS
+)
+_UPDATE = sql.SQL("UPDATE th_tasks SET {} WHERE host = %s AND queue = %s AND id = %s").format(_SET)
+_INSERT = sql.SQL(
+    "INSERT INTO th_tasks (host, queue, id, key_item_hash, {}) VALUES (%s, %s, %s, %s, {})"
+).format(
+    sql.SQL(", ").join(sql.Identifier(column) for column in rows.TASK_COLUMNS),
+    sql.SQL(", ").join(sql.Placeholder() for _ in rows.TASK_COLUMNS),
+)
+_LOCK_ONE = "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = %s"
+
+
+def lock(conn: Conn, host: str, queue: str, task_id: str) -> Task:
+    """The task's record, its row locked until the transaction ends; NotFound if none."""
+    found = conn.execute(_LOCK_ONE + " FOR UPDATE", (host, queue, task_id)).fetchone()
+    if found is None:
+        raise NotFound()
+    return rows.task_of(found[0])
+
+
+def lock_many(conn: Conn, host: str, queue: str, task_ids: list[str]) -> dict[str, Task]:
+    """The records of those of `task_ids` that exist, locked in id order (so two batches
+    naming the same tasks cannot wait on each other)."""
+    found = conn.execute(
+        "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = ANY(%s)"
+        " ORDER BY id FOR UPDATE",
+        (host, queue, task_ids),
+    ).fetchall()
+    tasks = [rows.task_of(row[0]) for row in found]
+    return {task.id: task for task in tasks}
+
+
+class Writer:
+    """Writes into one store's tables (the events table is the configured one)."""
+
+    def __init__(self, events_table: str) -> None:
+        columns = sql.SQL(", ").join(sql.Identifier(c) for c in rows.EVENT_COLUMNS)
+        values = sql.SQL(", ").join(sql.Placeholder() for _ in rows.EVENT_COLUMNS)
+        self.insert_event = sql.SQL(
+            "INSERT INTO {} ({}, {}) VALUES ({}, nextval('th_event_offsets'))"
+        ).format(sql.Identifier(events_table), columns, sql.Identifier("offset"), values)
+
+    def insert(
+        self,
+        conn: Conn,
+        tasks: list[Task],
+        *,
+        now: int,
+        settings: QueueSettings,
+        because: Because = NO_REASON,
+    ) -> None:
+        """New pending tasks (none keyed: keyed posts go through insert_keyed), posted."""
+        for task in tasks:
+            check_transition(task.id, None, task.status, "posted")
+        with conn.cursor() as cur:
+            cur.executemany(
+                _INSERT, [(t.host, t.queue, t.id, None, *rows.task_values(t)) for t in tasks]
+            )
+        self._posted(conn, tasks, now=now, settings=settings, because=because)
+
+    def insert_keyed(
+        self,
+        conn: Conn,
+        task: Task,
+        *,
+        now: int,
+        settings: QueueSettings,
+        because: Because = NO_REASON,
+    ) -> bool:
+        """A keyed post: False (nothing written) when its key is taken already."""
+        check_transition(task.id, None, task.status, "posted")
+        written = conn.execute(
+            sql.SQL("{} ON CONFLICT DO NOTHING RETURNING id").format(_INSERT),
+            (task.host, task.queue, task.id, posting.item_hash(task.item), *rows.task_values(task)),
+        ).fetchone()
+        if written is None:
+            return False
+        self._posted(conn, [task], now=now, settings=settings, because=because)
+        return True
+
+    def _posted(
+        self, conn: Conn, tasks: list[Task], *, now: int, settings: QueueSettings, because: Because
+    ) -> None:
+        archived: list[str] = []
+        if settings.archive_payloads:
+            archived = ["item"]
+            self._archive(
+                conn, [(t, archive.TASK_FILES["item"], orjson.dumps(t.item)) for t in tasks], now
+            )
+        self._log(conn, [(t, "posted", None, archived, because) for t in tasks], now=now)
+
+    def apply(
+        self,
+        conn: Conn,
+        changes: list[Change],
+        *,
+        now: int,
+        worker: str | None,
+        settings: QueueSettings | None,
+        lease_worker: bool = False,
+    ) -> list[Task]:
+        """Write each change over its locked row, archive its bodies, log its event (naming
+        `worker`, or with `lease_worker` the worker whose lease the task had: a requeue or
+        a sweep speaks of the worker it took the task from)."""
+        for c in changes:
+            check_transition(c.new.id, c.old.status, c.new.status, c.event)
+        archiving = settings is not None and settings.archive_payloads
+        bodies: list[tuple[Task, str, bytes]] = []
+        lines: list[tuple[Task, str, str | None, list[str], Because]] = []
+        for c in changes:
+            kinds: list[str] = []
+            if archiving:
+                for kind, body in c.archive.items():
+                    bodies.append(
+                        (c.new, _payload_name(c.new, c.event, kind), _payload(kind, body))
+                    )
+                    kinds.append(kind)
+            if c.event is not None:
+                named = worker
+                if lease_worker:
+                    named = c.old.lease.worker if c.old.lease is not None else None
+                lines.append((c.new, c.event, named, kinds, c.because))
+        with conn.cursor() as cur:
+            cur.executemany(
+                _UPDATE,
+                [(*rows.task_values(c.new), c.new.host, c.new.queue, c.new.id) for c in changes],
+            )
+        self._archive(conn, bodies, now)
+        self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
+        return [c.new for c in changes]
+
+    def remove(
+        self, conn: Conn, tasks: list[Task], *, now: int, event: str, because: Because = NO_REASON
+    ) -> None:
+        """Delete ended tasks (their keys go with their rows), `cleaned` or `deleted`. Their
+        archived payloads and their events stay."""
+        for task in tasks:
+            check_transition(task.id, task.status, None, event)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "DELETE FROM th_tasks WHERE host = %s AND queue = %s AND id = %s",
+                [(t.host, t.queue, t.id) for t in tasks],
+            )
+        self._log(conn, [(t, event, None, [], because) for t in tasks], now=now)
+
+    def _archive(self, conn: Conn, bodies: list[tuple[Task, str, bytes]], now: int) -> None:
+        """Archive files: progress.jsonl grows by a line, any other name is written once."""
+        if not bodies:
+            return
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO th_payloads (host, queue, task_id, name, body, at)"
+                " VALUES (%s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (host, queue, task_id, name) DO UPDATE SET at = excluded.at,"
+                " body = CASE WHEN th_payloads.name = %s"
+                " THEN th_payloads.body || excluded.body ELSE excluded.body END",
+                [
+                    (t.host, t.queue, t.id, name, body, now, archive.TASK_FILES["progress"])
+                    for t, name, body in bodies
+                ],
+            )
+
+    def _log(
+        self,
+        conn: Conn,
+        lines: Iterable[tuple[Task, str, str | None, list[str], Because]],
+        *,
+        now: int,
+        quiet: Iterable[Task] = (),
+    ) -> None:
+        """Each event's row and its NOTIFY; a change without an event (a heartbeat, a cancel
+        asked of a running task) is notified too, since a waiting read waits for any change."""
+        lines = list(lines)
+        notes = [f"{t.host}/{t.queue}/{t.id}/{event}" for t, event, _, _, _ in lines]
+        notes += [f"{t.host}/{t.queue}/{t.id}/" for t in quiet]
+        with conn.cursor() as cur:
+            if lines:
+                cur.executemany(
+                    self.insert_event,
+                    [
+                        rows.event_values(t, event, now=now, worker=w, archived=a, because=b)
+                        for t, event, w, a, b in lines
+                    ],
+                )
+            if notes:
+                cur.executemany("SELECT pg_notify(%s, %s)", [(CHANNEL, note) for note in notes])
+
+
+def _payload_name(task: Task, event: str | None, kind: str) -> str:
+    if kind == "progress":
+        return archive.TASK_FILES["progress"]
+    assert event is not None, "a body is archived for the event that carries it"
+    return archive.event_file(kind, task.attempts, event)
+
+
+def _payload(kind: str, body: Any) -> bytes:
+    """The archived file's bytes, as the file archive writes them."""
+    data = orjson.dumps(body)
+    return data + b"\n" if kind == "progress" else data
