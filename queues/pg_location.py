@@ -29,16 +29,19 @@ class PgLocation:
     dsn: str
     # True: Django's own database, so the store's events are Task Logs' rows
     shares_console_db: bool
+    # the PostgreSQL schema of the store's tables (TASKHOSTER_PG_STORE_SCHEMA)
+    schema: str = "public"
 
 
 def pg_location() -> PgLocation | None:
     """The PostgreSQL store's database, or None when this site has none."""
     # the connection's settings, not settings.DATABASES: a test run renames the database there
     own = connections["default"].settings_dict
+    schema = settings.TASKHOSTER_PG_STORE_SCHEMA
     if own["ENGINE"] == POSTGRES_ENGINE:
-        return PgLocation(dsn=_dsn_of(own), shares_console_db=True)
-    url = getattr(settings, "TASKHOSTER_PG_STORE_URL", "")
-    return PgLocation(dsn=url, shares_console_db=False) if url else None
+        return PgLocation(dsn=_dsn_of(own), shares_console_db=True, schema=schema)
+    url = settings.TASKHOSTER_PG_STORE_URL
+    return PgLocation(dsn=url, shares_console_db=False, schema=schema) if url else None
 
 
 def _dsn_of(db: dict) -> str:

@@ -34,11 +34,10 @@ from .store import (
     TaskPage,
     preview_sweep,
     sweep_all,
-    sweep_queue,
 )
-from .store.clock import now_ms
 from .store.interface import TaskStore
 from .store.results import _Any
+from .store_pg import PostgresStore
 
 FILES = "files"
 POSTGRES = "postgres"
@@ -54,14 +53,14 @@ class StoreRouter:
         files: QueueStore,
         *,
         kind_of: Callable[[str, str], str],
-        open_postgres: Callable[[], TaskStore] | None,
+        open_postgres: Callable[[], PostgresStore] | None,
         postgres_queues: Callable[[], list[tuple[str, str]]],
     ) -> None:
         self.files = files
         self._kind_of = kind_of
         self._open_postgres = open_postgres
         self._postgres_queues = postgres_queues
-        self._postgres: TaskStore | None = None
+        self._postgres: PostgresStore | None = None
         self._lock = threading.Lock()
 
     @property
@@ -74,7 +73,7 @@ class StoreRouter:
         return self.postgres if kind == POSTGRES else self.files
 
     @property
-    def postgres(self) -> TaskStore:
+    def postgres(self) -> PostgresStore:
         with self._lock:
             if self._postgres is None:
                 if self._open_postgres is None:
@@ -90,6 +89,25 @@ class StoreRouter:
 
     def kind_of(self, host: str, queue: str) -> str:
         return self._kind_of(host, queue)
+
+    def is_postgres(self, host: str, queue: str) -> bool:
+        return self._kind_of(host, queue) == POSTGRES
+
+    # -- what only the PostgreSQL store has -------------------------------------------------
+
+    def archived_payload(self, host: str, queue: str, task_id: str, name: str) -> bytes | None:
+        """One archived payload of a PostgreSQL queue (its archive is in the database); None
+        for a file queue, whose archive Task Logs opens on disk."""
+        if not self.is_postgres(host, queue):
+            return None
+        return self.postgres.archived_payload(host, queue, task_id, name)
+
+    def events_since(
+        self, host: str, queue: str, after_id: int, limit: int = 100
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """A PostgreSQL queue's event rows past `after_id`, oldest first (the live event
+        stream's feed; a file queue's stream tails the day-files instead)."""
+        return self.postgres.events_since(host, queue, after_id, limit)
 
     def close(self) -> None:
         """Close the file store; the PostgreSQL store is the opener's (it may be shared by
@@ -112,10 +130,7 @@ class StoreRouter:
         self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
     ) -> SweepReport:
         """Sweep one queue in its current store."""
-        store = self._store(host, queue)
-        if store is self.files:  # the file store's sweep is a module function over its core
-            return sweep_queue(self.files, host, queue, settings, now=now_ms(now))
-        return store.sweep_queue(host, queue, settings, now=now)
+        return self._store(host, queue).sweep_queue(host, queue, settings, now=now)
 
     def sweep_all(
         self,
