@@ -87,3 +87,12 @@ def pg_store(settings, db):
         if location.shares_console_db:  # its events went to Task Logs' table, in public
             conn.execute(sql.SQL("DELETE FROM {} WHERE file = 'postgres'").format(
                 sql.Identifier(TASK_LOGS_TABLE)))  # fmt: skip
+
+
+@pytest.fixture(params=["files", "postgres"])
+def store_kind(request) -> str:
+    """Run the test on a queue of each store; the postgres run needs a PostgreSQL database
+    (pg_store), and skips without one."""
+    if request.param == "postgres":
+        request.getfixturevalue("pg_store")
+    return request.param
