@@ -1,7 +1,8 @@
 """Which store holds each queue's tasks (the Queue model's `store`), as the router asks it on
 every call: looked up once and kept, forgotten when a queue or host is saved or deleted in this
-process, and after a few seconds in any case so that a change made in another process (another
-web server) reaches this one too."""
+process, and after TASKHOSTER_API_MEMO_SECONDS in any case (the API keeps a queue's other
+settings as long) so that a change made in another process (another web server) reaches this
+one too."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import threading
 import time
 from typing import Any
 
-from queues.models import Queue, StoreKind
+from django.conf import settings
 
-# how long a looked-up kind is trusted without a save seen here (another process's change)
-KIND_SECONDS = 2.0
+from queues.models import Queue, StoreKind
 
 _kinds: dict[tuple[str, str], tuple[str, float]] = {}
 _lock = threading.Lock()
@@ -24,7 +24,8 @@ def kind_of(host: str, queue: str) -> str:
     now = time.monotonic()
     with _lock:
         known = _kinds.get((host, queue))
-    if known is not None and now - known[1] < KIND_SECONDS:
+    # trusted as long as the API trusts a queue's other settings (another process's change)
+    if known is not None and now - known[1] < settings.TASKHOSTER_API_MEMO_SECONDS:
         return known[0]
     kind = (
         Queue.objects.filter(host__name=host, name=queue).values_list("store", flat=True).first()

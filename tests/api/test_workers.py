@@ -42,6 +42,8 @@ def test_claim_with_nothing_to_claim_is_204(world):
 def test_a_claim_out_of_file_descriptors_is_503_and_the_task_stays(world):
     """EMFILE while the claim writes its record: storage_unavailable, never a 500, and the
     task is claimable again once descriptors are free (the store's fault injection)."""
+    world.files_only("the fault is injected into the file store's system calls; a PostgreSQL "
+                     "queue's claim opens no file")  # fmt: skip
     task = world.post()
     files.FAULTS.reset()
     files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = "open", 1, errno.EMFILE
