@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -49,6 +50,7 @@ class System:
     where: str  # in-process (a library on local files) or a server
     multi_process: bool = True  # made for several consumer processes on one queue
     baseline: str = ""  # the taskhoster row it is read beside
+    consumers: tuple[int, ...] = (1, 2)  # the consumer counts it drains with
 
 
 BATCH = 100  # the batched rows: posts of 100, claims of max 100, batch finishes of 100
@@ -63,7 +65,7 @@ SYSTEMS = (
     System("huey-sqlite", "huey SqliteHuey, fsync=False", "no (synchronous=OFF)", "in-process",
            baseline="taskhoster-fsync-off"),
     System("huey-sqlite-fsync", "huey SqliteHuey, fsync=True", "yes (synchronous=FULL)",
-           "in-process", baseline="taskhoster-fsync-on"),
+           "in-process", baseline="taskhoster-fsync-on", consumers=(1, 2, 4)),
     System("huey-file", "huey FileHuey", "no (no fsync option)", "in-process",
            baseline="taskhoster-fsync-off"),
     System("pq-sqlite", "persist-queue SQLiteAckQueue", "yes (SQLite default, WAL)",
@@ -72,6 +74,15 @@ SYSTEMS = (
            "in-process", multi_process=False, baseline="taskhoster-fsync-off"),
     System("rq", "RQ SimpleWorker on Redis", "per Redis config (see below)",
            "server (Redis, TCP)", baseline="taskhoster-fsync-off"),
+    # The PostgreSQL store, read beside SqliteHuey with fsync on (issue 13's targets): each
+    # commit waits for its WAL flush (synchronous_commit on), as each SqliteHuey write waits
+    # for its fsync. Runs in this interpreter, like the file store (drain.py's interpreter has
+    # the peers, not the project).
+    System("taskhoster-pg", "taskhoster PostgreSQL store", "yes (WAL flush per commit)",
+           "server (PostgreSQL, TCP)", baseline="huey-sqlite-fsync", consumers=(1, 2, 4)),
+    System("taskhoster-pg-batch", f"taskhoster PostgreSQL store, batches of {BATCH}",
+           "yes (WAL flush per commit)", "server (PostgreSQL, TCP)",
+           baseline="huey-sqlite-fsync", consumers=(1, 2, 4)),
 )  # fmt: skip
 
 
@@ -146,6 +157,110 @@ def taskhoster_run(
     return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
 
 
+# --- the PostgreSQL store, in this process's interpreter, on its own database ----------------
+
+
+def _pg_consume(config: Any, batched: bool, worker: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    from queues.store_pg import PostgresStore
+
+    store = PostgresStore(config)
+    start.wait()
+    done = 0
+    while tasks := store.claim(HOST, QUEUE, settings=S, worker=worker,
+                               max_tasks=BATCH if batched else 1):  # fmt: skip
+        if batched:
+            reports = [Report(task_id=t.id, attempt=t.attempts, outcome="result") for t in tasks]
+            answers = store.finish_many(HOST, QUEUE, reports, settings=S, worker=worker)
+            done += sum(1 for a in answers if isinstance(a, Reported))
+            continue
+        for task in tasks:
+            store.finish(HOST, QUEUE, task.id, settings=S, worker=worker,
+                         attempt=task.attempts, result=None)  # fmt: skip
+            done += 1
+    store.close()
+    out.put(done)
+
+
+def pg_run(dsn: str, n: int, consumers: int, *, batched: bool) -> dict[str, float]:
+    """Post n tasks (one at a time or in batches), drain them with `consumers` processes, in
+    a schema of this run's own (dropped afterwards)."""
+    import psycopg
+    from psycopg import sql
+
+    from queues.store_pg import PgStoreConfig, PostgresStore
+
+    config = PgStoreConfig(dsn=dsn, schema=f"peers_{os.getpid()}_{time.monotonic_ns()}")
+    store = PostgresStore(config)
+    try:
+        started = time.perf_counter()
+        if batched:
+            for first in range(0, n, BATCH):
+                entries = [PostEntry(item={"n": 1}) for _ in range(min(BATCH, n - first))]
+                store.post_many(HOST, QUEUE, entries, settings=S, posted_by="bench")
+        else:
+            for _ in range(n):
+                store.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="bench")
+        post_s = time.perf_counter() - started
+        ctx = mp.get_context("spawn")
+        start, out = ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_pg_consume, args=(config, batched, f"w{i}", start, out))
+                 for i in range(consumers)]  # fmt: skip
+        for p in procs:
+            p.start()
+        time.sleep(1.5)  # every consumer imported the store and opened its tables: not timed
+        started = time.perf_counter()
+        start.set()
+        drained = sum(out.get() for _ in procs)
+        drain_s = time.perf_counter() - started
+        for p in procs:
+            p.join()
+        assert drained == n, (drained, n)
+        claims = store.stats(HOST, QUEUE)
+        assert claims.done == n and claims.pending == claims.processing == 0, claims
+    finally:
+        store.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(config.schema)))
+    return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
+
+
+def pg_database(server: str, name: str) -> str | None:
+    """A fresh database `name` on `server` (made again if a run left it); None, saying why,
+    when no server answers."""
+    import psycopg
+    from psycopg import conninfo, sql
+
+    try:
+        with psycopg.connect(server, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))  # fmt: skip
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.OperationalError as exc:
+        print(f"PostgreSQL store rows left out: no server at {server} ({exc})", flush=True)
+        return None
+    return conninfo.make_conninfo(server, dbname=name)
+
+
+def drop_pg_database(server: str, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))  # fmt: skip
+
+
+def pg_settings(dsn: str) -> str:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        shown = []
+        for name in ("fsync", "synchronous_commit", "wal_sync_method", "server_version"):
+            value = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+            shown.append(f"{name}={value[0] if value else '?'}")
+    return ", ".join(shown)
+
+
 # --- the peers, in their own interpreter -----------------------------------------------------
 
 
@@ -197,6 +312,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
+    parser.add_argument("--pg-server", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                        help="a PostgreSQL server where CREATE DATABASE is allowed")  # fmt: skip
+    parser.add_argument("--pg-db", default="taskhoster_bench_peers",
+                        help="the PostgreSQL store's throw-away database")  # fmt: skip
     parser.add_argument(
         "--systems",
         default=None,
@@ -215,14 +334,23 @@ def main() -> None:
     python = peers_python()
     results: list[Result] = []
     started = time.monotonic()
+    pg_dsn = None
+    if any(s.key.startswith("taskhoster-pg") for s in systems):
+        pg_dsn = pg_database(args.pg_server, args.pg_db)
+        if pg_dsn is None:
+            systems = tuple(s for s in systems if not s.key.startswith("taskhoster-pg"))
+    postgres = pg_settings(pg_dsn) if pg_dsn else ""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         for system in systems:
             tasks = min(n, FILE_HUEY_MAX) if system.key == "huey-file" else n
-            for consumers in (1, 2) if system.multi_process else (1,):
+            for consumers in system.consumers if system.multi_process else (1,):
                 result = Result(system.key, consumers, tasks, [], [])
                 for run in range(runs):
                     root = Path(tmp) / f"{system.key}-{consumers}-{run}"
-                    if system.key.startswith("taskhoster"):
+                    if system.key.startswith("taskhoster-pg"):
+                        assert pg_dsn is not None
+                        got = pg_run(pg_dsn, tasks, consumers, batched="batch" in system.key)
+                    elif system.key.startswith("taskhoster"):
                         got = taskhoster_run(system.key.endswith("on"), tasks, consumers, root,
                                              batched="batch" in system.key)  # fmt: skip
                     else:
@@ -239,10 +367,13 @@ def main() -> None:
         "seconds": time.monotonic() - started,
         "versions": peer_versions(python),
         "redis": redis_persistence(),
+        "postgres": postgres,
         "systems": [asdict(s) for s in systems],
         "results": [asdict(r) for r in results],
         "load": os.getloadavg()[0],
     }
+    if pg_dsn is not None:
+        drop_pg_database(args.pg_server, args.pg_db)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))

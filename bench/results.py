@@ -47,6 +47,8 @@ def peers_table(report: dict[str, Any]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for key, s in systems.items():
+        if key in PG_ROWS:
+            continue  # their own table below, beside SqliteHuey fsync on
         row = [s["label"], s["flushes"], s["where"]]
         one = by.get((key, 1))
         if one is None:
@@ -67,6 +69,7 @@ def peers_table(report: dict[str, Any]) -> str:
             row.append(f"{medians[(key, consumers)] / base:.2f}x" if base else "baseline")
         lines.append("| " + " | ".join(row) + " |")
     lines += _batch_targets(medians)
+    lines += _pg_table(report, systems, by, medians)
     versions = report["versions"]
     lines += [
         "",
@@ -88,6 +91,64 @@ def peers_table(report: dict[str, Any]) -> str:
         "- Peers' versions: " + ", ".join(f"{k} {versions.get(k, '?')}" for k in PEERS) + ".",
     ]
     return "\n".join(lines)
+
+
+PG_ROWS = ("taskhoster-pg", "taskhoster-pg-batch")
+PG_BASELINE = "huey-sqlite-fsync"
+
+
+def _pg_table(
+    report: dict[str, Any],
+    systems: dict[str, Any],
+    by: dict[tuple[str, int], Any],
+    medians: dict[tuple[str, int], float],
+) -> list[str]:
+    """The PostgreSQL store's drain with 1, 2 and 4 consumers beside SqliteHuey fsync on, and
+    issue 13's targets: in batches faster than it, one at a time within 2x of it."""
+    if not any((key, 1) in by for key in PG_ROWS):
+        return []
+    counts = (1, 2, 4)
+    lines = [
+        "",
+        "PostgreSQL store (issue 13), each cell beside SqliteHuey fsync=True with as many "
+        f"consumers, same run; PostgreSQL {report.get('postgres', '?')}:",
+        "",
+        "| system | post/s, 1 producer | "
+        + " | ".join(f"drain/s, {c} consumer{'s' if c > 1 else ''} | vs SqliteHuey" for c in counts)
+        + " |",
+        "| --- | --- |" + " --- | --- |" * len(counts),
+    ]
+    for key in (*PG_ROWS, PG_BASELINE):
+        one = by.get((key, 1))
+        if one is None:
+            continue
+        row = [systems[key]["label"], _rate(one["post"])]
+        for consumers in counts:
+            result = by.get((key, consumers))
+            base = medians.get((PG_BASELINE, consumers))
+            if result is None:
+                row += ["-", ""]
+                continue
+            row.append(_rate(result["drain"]))
+            mine = medians[(key, consumers)]
+            row.append("baseline" if key == PG_BASELINE else f"{mine / base:.2f}x" if base else "")
+        lines.append("| " + " | ".join(row) + " |")
+    targets = []
+    for consumers in counts:
+        base = medians.get((PG_BASELINE, consumers))
+        batched = medians.get(("taskhoster-pg-batch", consumers))
+        single = medians.get(("taskhoster-pg", consumers))
+        if not base:
+            continue
+        if batched:
+            met = "met" if batched > base else "missed"
+            targets.append(f"- batches, {consumers} consumer(s): {batched / base:.2f}x "
+                           f"SqliteHuey fsync=True (target above 1x: {met})")  # fmt: skip
+        if single:
+            met = "met" if single >= base / 2 else "missed"
+            targets.append(f"- one at a time, {consumers} consumer(s): {single / base:.2f}x "
+                           f"SqliteHuey fsync=True (target 0.5x or more: {met})")  # fmt: skip
+    return [*lines, "", "Targets of issue 13 (same run, medians):", *targets]
 
 
 def _batch_targets(medians: dict[tuple[str, int], float]) -> list[str]:

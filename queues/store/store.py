@@ -23,6 +23,7 @@ from .batch import PostEntry, Report
 from .clock import now_ms
 from .core import QueueCore
 from .errors import StoreError
+from .interface import TaskStore
 from .paths import QueueDirs
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
@@ -385,10 +386,13 @@ class QueueStore:
 
 
 def sweep_queue(
-    store: QueueStore, host: str, queue: str, settings: QueueSettings, *, now: int
+    store: TaskStore, host: str, queue: str, settings: QueueSettings, *, now: int
 ) -> SweepReport:
-    """Sweep one queue: queue timeout, lease timeout, retention, and repair (sweep.py)."""
-    return sweep.sweep_queue(store.core, host, queue, settings, now=now)
+    """Sweep one queue: queue timeout, lease timeout, retention, and (on the file store)
+    repair (sweep.py); any other TaskStore sweeps by its own method."""
+    if isinstance(store, QueueStore):
+        return sweep.sweep_queue(store.core, host, queue, settings, now=now)
+    return store.sweep_queue(host, queue, settings, now=now)
 
 
 def sweep_all(

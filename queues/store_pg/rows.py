@@ -101,7 +101,8 @@ def event_values(
     sizes = line["bytes"]
     return (
         line["t"],
-        dt.datetime.fromtimestamp(now / 1000, dt.UTC),
+        # whole milliseconds, as the line's `at` (no float rounding on the way)
+        dt.datetime.fromtimestamp(now // 1000, dt.UTC) + dt.timedelta(milliseconds=now % 1000),
         line["host"],
         line["queue"],
         line["id"],

@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS th_tasks (
     PRIMARY KEY (host, queue, id)
 );
 CREATE INDEX IF NOT EXISTS th_tasks_claim
-    ON th_tasks (host, queue, priority DESC, seq) WHERE status = 'pending';
+    ON th_tasks (host, queue, priority DESC, posted_at, seq) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS th_tasks_leases
     ON th_tasks (host, queue, lease_until) WHERE status = 'processing';
 CREATE INDEX IF NOT EXISTS th_tasks_window

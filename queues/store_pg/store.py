@@ -493,7 +493,8 @@ class PostgresStore:
         max_tasks: int = 1,
         now: int | None = None,
     ) -> list[Task]:
-        """Up to `max_tasks` pending tasks, highest priority first then in post order; rows
+        """Up to `max_tasks` pending tasks, highest priority first, then by postedAt (as the
+        file store), then in post order (the row's seq: a tie in one millisecond); rows
         another claim holds are skipped (SKIP LOCKED), so concurrent claims never wait on
         each other nor take one task twice. [] when there is none or the queue is paused."""
         now, lease_ms = now_ms(now), rules.checked_lease_ms(settings, lease_seconds)
@@ -506,7 +507,7 @@ class PostgresStore:
             found = conn.execute(
                 "SELECT record::text FROM th_tasks"
                 " WHERE host = %s AND queue = %s AND status = 'pending' AND available_at <= %s"
-                " ORDER BY priority DESC, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+                " ORDER BY priority DESC, posted_at, seq LIMIT %s FOR UPDATE SKIP LOCKED",
                 (host, queue, now, max_tasks),
             ).fetchall()
             changes = []

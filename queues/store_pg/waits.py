@@ -23,6 +23,8 @@ from .pool import Pool
 from .writes import CHANNEL
 
 Key = tuple[str, str]
+# how long the listener blocks on its connection before it looks whether the store closed
+LISTEN_TICK = 0.25
 
 
 class Waits:
@@ -53,7 +55,7 @@ class Waits:
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.poll_seconds + 5)
+            self._thread.join(timeout=LISTEN_TICK + 5)
 
     def _start(self) -> None:
         with self._changed:
@@ -68,13 +70,13 @@ class Waits:
             try:
                 conn = self._pool.open()
             except StorageUnavailable:  # the server is down: the waiters poll meanwhile
-                self._stop.wait(self.poll_seconds)
+                self._stop.wait(min(self.poll_seconds, 1.0))
                 continue
             try:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
                 self.listening.set()
                 while not self._stop.is_set():
-                    for note in conn.notifies(timeout=self.poll_seconds):
+                    for note in conn.notifies(timeout=LISTEN_TICK):
                         self._wake(note.payload)
             except psycopg.Error:
                 pass  # reconnect; the waiters' polls cover the gap

@@ -19,18 +19,43 @@ T0 = 1_751_500_000_000  # ms; tests pass time explicitly, never sleep and never 
 SETTINGS = QueueSettings()
 
 
-class Harness:
-    def __init__(self, tmp_path: Path, *, fsync: bool = False) -> None:
-        self.config = StoreConfig(
-            items_dir=tmp_path / "items", logs_dir=tmp_path / "logs", fsync=fsync
-        )
-        self.store = QueueStore(self.config)
-        self.queue_dir = self.config.items_dir / HOST / QUEUE
-        self._holds = contextlib.ExitStack()
+# The modules whose tests run on both stores (the store fixture `h` is parametrised over
+# "files" and "postgres" there); a test of theirs marked files_only("why") runs on files alone.
+BOTH_STORES = frozenset(
+    {
+        "test_contract",
+        "test_model",
+        "test_transitions",
+        "test_attempts",
+        "test_idempotency_keys",
+        "test_max_pending",
+        "test_waiting",
+        "test_sweep",
+        "test_batches",
+        "test_operators",
+    }
+)
 
-    def held(self, queue: str = QUEUE, *, create: bool = False) -> QueueDirs:
-        """A queue's directories, held until the store closes (for tests that write by hand)."""
-        return self._holds.enter_context(self.store.queue_dirs(HOST, queue, create=create))
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_kind" not in metafunc.fixturenames:
+        return
+    if metafunc.module.__name__.rpartition(".")[2] not in BOTH_STORES:
+        return  # the `store_kind` fixture below: files
+    only_files = metafunc.definition.get_closest_marker("files_only") is not None
+    metafunc.parametrize("store_kind", ["files"] if only_files else ["files", "postgres"])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from . import pg
+
+    pg.drop_database()
+
+
+class Verbs:
+    """The harnesses' shorthand for the common verbs (the store is `self.store`)."""
+
+    store: Any
 
     def post(
         self,
@@ -57,6 +82,22 @@ class Harness:
         tasks = self.store.claim(HOST, QUEUE, settings=settings, worker=worker, now=now, **kw)
         return tasks[0] if tasks else None
 
+
+class Harness(Verbs):
+    kind = "files"
+
+    def __init__(self, tmp_path: Path, *, fsync: bool = False) -> None:
+        self.config = StoreConfig(
+            items_dir=tmp_path / "items", logs_dir=tmp_path / "logs", fsync=fsync
+        )
+        self.store = QueueStore(self.config)
+        self.queue_dir = self.config.items_dir / HOST / QUEUE
+        self._holds = contextlib.ExitStack()
+
+    def held(self, queue: str = QUEUE, *, create: bool = False) -> QueueDirs:
+        """A queue's directories, held until the store closes (for tests that write by hand)."""
+        return self._holds.enter_context(self.store.queue_dirs(HOST, queue, create=create))
+
     def on_disk(self, task_id: str) -> dict[str, dict[str, Any]]:
         """{directory: record} for every copy of the task."""
         found = {}
@@ -81,6 +122,54 @@ class Harness:
     def event_names(self, task_id: str) -> list[str]:
         return [e["event"] for e in self.events(task_id)]
 
+    def stored(self) -> list[Any]:
+        """Everything the store holds, to compare before and after a refused call."""
+        return sorted(os.walk(self.config.items_dir))
+
+    def count(self, directory: str) -> int:
+        """How many tasks a state directory holds."""
+        return len(list((self.queue_dir / directory).glob("*.json")))  # none: no directory
+
+    def keys(self) -> int:
+        """How many Idempotency-Keys the queue keeps."""
+        keys = self.queue_dir / "keys"
+        return len(list(keys.iterdir())) if keys.is_dir() else 0
+
+    # the store's one place that writes records (QueueCore), called directly
+    def write_change(self, old: Task, new: Task, event: str | None, *, now: int) -> None:
+        with self.store.queue_dirs(HOST, QUEUE) as qd:
+            self.store.core.apply(qd, "pending", old, new, event, now=now, settings=SETTINGS)
+
+    def write_removal(self, task: Task, *, now: int) -> None:
+        with self.store.queue_dirs(HOST, QUEUE) as qd:
+            self.store.core.remove(qd, task, now=now)
+
+    def write_new(self, task: Task, *, now: int) -> None:
+        with self.store.queue_dirs(HOST, QUEUE) as qd:
+            self.store.core.admit(qd, task, now=now, settings=SETTINGS)
+
+    def plant(self, directory: str, record: dict[str, Any]) -> None:
+        """Write a record by hand into a state directory."""
+        folder = self.queue_dir / directory
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{record['id']}.json").write_bytes(orjson.dumps(record))
+
+    def opener(self, *, fsync: bool = False) -> Any:
+        """How a child process opens this store (procs.StoreOpener)."""
+        from .procs import StoreOpener
+
+        return StoreOpener(str(self.config.items_dir), str(self.config.logs_dir), fsync=fsync)
+
+    def archived_tasks(self) -> list[str]:
+        """The ids of the tasks with an archive folder in the queue."""
+        folder = self.config.logs_dir / "tasks-payloads" / HOST / QUEUE
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+    def archive(self, task_id: str) -> dict[str, bytes]:
+        """{file name: bytes} of the task's archived payloads."""
+        folder = self.config.logs_dir / "tasks-payloads" / HOST / QUEUE / task_id
+        return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else {}
+
     def temp_files(self) -> list[str]:
         return [
             n
@@ -100,7 +189,20 @@ class Harness:
 
 
 @pytest.fixture
-def h(tmp_path: Path) -> Any:
+def store_kind() -> str:
+    """Which store `h` is: files, unless the module runs on both (pytest_generate_tests)."""
+    return "files"
+
+
+@pytest.fixture
+def h(tmp_path: Path, store_kind: str) -> Any:
+    if store_kind == "postgres":
+        from . import pg
+
+        pg_harness = pg.PgHarness()
+        yield pg_harness
+        pg_harness.drop()
+        return
     harness = Harness(tmp_path)
     yield harness
     harness.close()

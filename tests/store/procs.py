@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from queues.store import EventLog, QueueSettings, QueueStore, StoreConfig, Task, files
+from queues.store_pg import PgStoreConfig, PostgresStore
 
 HOST, QUEUE = "task.example.com", "resize"
 LONG = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600, retain_seconds=10 * 86400)
 CAP = 20  # capped_poster's maxPending
+
+
+@dataclass(frozen=True)
+class StoreOpener:
+    """How a child process opens the test's store: its directories, or (pg set) its
+    PostgreSQL config. Picklable, for spawn."""
+
+    items: str = ""
+    logs: str = ""
+    fsync: bool = False
+    pg: PgStoreConfig | None = None
+
+    def open(self) -> Any:
+        if self.pg is not None:
+            return PostgresStore(self.pg)
+        config = StoreConfig(items_dir=Path(self.items), logs_dir=Path(self.logs), fsync=self.fsync)
+        return QueueStore(config)
 
 
 def claimer(items: str, logs: str, worker: str, out: Any, ready: Any, start: Any) -> None:
@@ -130,14 +149,14 @@ def listing_partner(items: str, logs: str, commands: Any, replies: Any) -> None:
     store.close()
 
 
-def capped_poster(items: str, logs: str, queues: list[str], barrier: Any, out: Any) -> None:
+def capped_poster(opener: StoreOpener, queues: list[str], barrier: Any, out: Any) -> None:
     """Post once into each queue in turn, all posters released together by the barrier;
     report per queue whether the post was taken or refused as full."""
     from queues.store import QueueFull
 
-    # fsync on, as in production: the write between the count and the task's arrival takes
-    # as long as a real one does
-    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True))
+    # (the file store's with fsync on, as in production: the write between the count and the
+    # task's arrival takes as long as a real one does)
+    store = opener.open()
     capped = QueueSettings(max_pending=CAP)
     outcomes = []
     for queue in queues:
@@ -201,3 +220,34 @@ def batch_finisher(items: str, logs: str, ack_fd: int, size: int) -> None:
         acked = [[a.task.id, a.task.status.value] for a in answers if isinstance(a, Reported)]
         os.write(ack_fd, orjson.dumps(acked) + b"\n")
     os._exit(0)
+
+
+def pg_claimer(opener: StoreOpener, worker: str, out: Any, ready: Any, start: Any) -> None:
+    """Claim batches of 1 to 5 until the queue is empty; report every claimed id and any error
+    (the PostgreSQL store's claim race: SKIP LOCKED must hand each task to one claimer)."""
+    store = opener.open()
+    ready.put(worker)
+    start.wait()
+    got: list[str] = []
+    errors: list[str] = []
+    misses, size = 0, 1
+    while misses < 3:
+        try:
+            tasks = store.claim(HOST, QUEUE, settings=LONG, worker=worker, max_tasks=size)
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+        got += [task.id for task in tasks]
+        misses = 0 if tasks else misses + 1
+        size = size % 5 + 1
+    store.close()
+    out.put((worker, got, errors))
+
+
+def pg_endless_claimer(opener: StoreOpener, claimed: Any) -> None:
+    """Claim with one-second leases and never report, telling each claimed id, until killed."""
+    store = opener.open()
+    short = QueueSettings(queue_seconds=3600, lease_seconds=1)
+    while True:
+        for task in store.claim(HOST, QUEUE, settings=short, worker="doomed", max_tasks=3):
+            claimed.put(task.id)

@@ -121,17 +121,16 @@ def test_heartbeats_extend_the_lease_and_write_no_event_and_no_archive_line(h):
     task = h.post(settings=s, now=T0)
     h.claim(settings=s, now=T0 + SECOND)
     lines = len(h.events())
-    folder = h.config.logs_dir / "tasks-payloads" / HOST / QUEUE / task.id
     for n in range(1, 6):
         beaten = beat(h, task.id, settings=s, now=T0 + n * 20 * SECOND)
         assert beaten.lease.until == T0 + n * 20 * SECOND + 60 * SECOND
         assert h.on_disk(task.id)["processing"]["lease"]["until"] == beaten.lease.until
     assert len(h.events()) == lines
-    assert not (folder / "progress.jsonl").exists()
+    assert "progress.jsonl" not in h.archive(task.id)
     told = beat(h, task.id, settings=s, progress={"percent": 50}, now=T0 + 200 * SECOND)
     assert told.progress == {"percent": 50}
     assert [e["event"] for e in h.events()[lines:]] == ["progress"]
-    assert (folder / "progress.jsonl").read_text() == '{"percent":50}\n'
+    assert h.archive(task.id)["progress.jsonl"] == b'{"percent":50}\n'
 
 
 # --- each attempt's bodies are archived apart ---------------------------------------------------
@@ -140,22 +139,22 @@ def test_heartbeats_extend_the_lease_and_write_no_event_and_no_archive_line(h):
 def test_each_attempts_failure_is_archived_on_its_own(h):
     s = replace(SETTINGS, archive_payloads=True, max_attempts=3, backoff_seconds=1)
     task = h.post(settings=s, now=T0)
-    folder = h.config.logs_dir / "tasks-payloads" / HOST / QUEUE / task.id
     for attempt in (1, 2):
         at = T0 + attempt * HOUR
         h.claim(settings=s, now=at)
         fail(h, task.id, settings=s, attempt=attempt, result={"e": attempt}, retry=True, now=at + 1)
     h.claim(settings=s, now=T0 + 3 * HOUR)
     finish(h, task.id, settings=s, attempt=3, result={"r": 3}, now=T0 + 3 * HOUR + 1)
+    folder = h.archive(task.id)
     bodies = {
         (e["attempts"], e["event"]): orjson.loads(
-            (folder / f"{e['attempts']}-{e['event']}.result.json").read_bytes()
+            folder[f"{e['attempts']}-{e['event']}.result.json"]
         )
         for e in h.events(task.id)
         if "result" in e["archived"]
     }
     assert bodies == {(1, "requeue"): {"e": 1}, (2, "requeue"): {"e": 2}, (3, "result"): {"r": 3}}
-    assert not (folder / "result.json").exists()
+    assert "result.json" not in folder
 
 
 def test_a_timeout_after_a_failure_of_the_same_attempt_overwrites_nothing(h):
@@ -163,14 +162,14 @@ def test_a_timeout_after_a_failure_of_the_same_attempt_overwrites_nothing(h):
     out before anyone claims it: two errors of attempt 1, two files."""
     s = replace(SETTINGS, archive_payloads=True, max_attempts=1)
     task = h.post(settings=s, now=T0)
-    folder = h.config.logs_dir / "tasks-payloads" / HOST / QUEUE / task.id
     h.claim(settings=s, now=T0 + SECOND)
     fail(h, task.id, settings=s, result={"e": 1}, retry=True, now=T0 + 2 * SECOND)
     h.store.retry(HOST, QUEUE, task.id, settings=s, now=T0 + 3 * SECOND)
     assert sweep(h, T0 + 3 * SECOND + QUEUE_MS + 1, s).timeout == 1
-    assert (folder / "1-failed.error.json").read_text() == '"attempts"'
-    assert (folder / "1-failed.result.json").read_text() == '{"e":1}'
-    assert (folder / "1-timeout.error.json").read_text() == '"timeout"'
+    folder = h.archive(task.id)
+    assert folder["1-failed.error.json"] == b'"attempts"'
+    assert folder["1-failed.result.json"] == b'{"e":1}'
+    assert folder["1-timeout.error.json"] == b'"timeout"'
     archived = [(e["event"], e["attempts"], e["archived"]) for e in h.events(task.id)]
     assert archived == [
         ("posted", 0, ["item"]),

@@ -29,7 +29,7 @@ def test_eight_processes_posting_into_a_queue_one_short_of_full(h):
             h.store.post(HOST, queue, {"n": n}, settings=capped, posted_by="a", now=T0)
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(POSTERS), ctx.Queue()
-    args = (str(h.config.items_dir), str(h.config.logs_dir), queues, barrier, out)
+    args = (h.opener(fsync=True), queues, barrier, out)
     posters = [ctx.Process(target=procs.capped_poster, args=args) for _ in range(POSTERS)]
     for p in posters:
         p.start()
@@ -40,8 +40,7 @@ def test_eight_processes_posting_into_a_queue_one_short_of_full(h):
     for queue in queues:
         mine = Counter(outcome for q, outcome in outcomes if q == queue)
         assert mine == {"posted": 1, "full": POSTERS - 1}, (queue, mine)
-        pending = h.config.items_dir / HOST / queue / "pending"
-        assert len(list(pending.glob("*.json"))) == procs.CAP
+        assert h.store.list_tasks(HOST, queue, status="pending").count == procs.CAP
 
 
 def test_a_requeue_into_a_full_queue_is_not_refused(h):
@@ -55,6 +54,6 @@ def test_a_requeue_into_a_full_queue_is_not_refused(h):
     h.store.fail(HOST, "resize", first.id, settings=capped, worker="box-1", attempt=1,
                  retry=True, now=T0 + 4)  # fmt: skip
     assert h.where(first.id) == ["pending"]
-    assert len(list((h.queue_dir / "pending").glob("*.json"))) == 3
+    assert h.count("pending") == 3
     with pytest.raises(QueueFull):
         h.post(settings=capped, now=T0 + 5)

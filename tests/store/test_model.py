@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from queues.store import (
     LeaseLost,
@@ -18,6 +25,7 @@ from queues.store import (
     sweep_queue,
 )
 
+from . import pg
 from .conftest import HOST, QUEUE, T0, Harness
 
 S = QueueSettings(
@@ -43,13 +51,16 @@ NEXT = {
 class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.TemporaryDirectory()
-        self.h = Harness(Path(self.tmp.name))
+        self.h = self.make_harness()
         self.h.store.create_queue(HOST, QUEUE)
         self.now = T0
         self.model: dict[
             str, dict
         ] = {}  # id -> {"status", "attempts", "until", "window", "avail", "end", "budget"}
+
+    def make_harness(self) -> Any:
+        self.tmp = tempfile.TemporaryDirectory()
+        return Harness(Path(self.tmp.name))
 
     def teardown(self) -> None:
         self.h.store.close()
@@ -218,3 +229,22 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_store_model = StoreMachine.TestCase
+
+
+class PgStoreMachine(StoreMachine):
+    """The same model on the PostgreSQL store, each example in a fresh schema; its restart
+    is a new store (connections, listener) on the same tables."""
+
+    def make_harness(self) -> Any:
+        return pg.PgHarness()
+
+    def teardown(self) -> None:
+        self.h.drop()
+
+
+def test_store_model_on_postgres() -> None:
+    pg.require_server()
+    # half the file store's examples: each one makes and drops a schema, and the invariants
+    # read every task's row after each step
+    examples = settings(StoreMachine.TestCase.settings, max_examples=50)
+    run_state_machine_as_test(PgStoreMachine, settings=examples)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from queues.store import QueueStore, State, sweep_all, sweep_queue
+from queues.store import State, sweep_all, sweep_queue
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
 
@@ -39,9 +39,12 @@ def spec_record(task_id: str, status: str, **over):
 
 
 def plant(h, directory: str, record: dict) -> None:
-    folder = h.queue_dir / directory
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{record['id']}.json").write_bytes(orjson.dumps(record))
+    """A record written by hand: a file in `directory`, or (postgres) a row, whose status
+    must then be the directory's."""
+    h.plant(directory, record)
+
+
+COPIES = "two copies of one task in two directories: the PostgreSQL store has one row per task"
 
 
 @pytest.fixture
@@ -122,6 +125,7 @@ def test_retention_from_fetched_and_max_retain(q):
     assert sweep_queue(q.store, HOST, QUEUE, s, now=T0 + 48 * HOUR).cleaned == 1
 
 
+@pytest.mark.files_only(COPIES)
 def test_two_copies_highest_rev_wins_and_loser_deleted(q):
     # an interrupted finish: done (rev 4) written, processing (rev 3) not yet unlinked
     plant(
@@ -148,6 +152,7 @@ def test_two_copies_highest_rev_wins_and_loser_deleted(q):
     assert q.where("3a71bd0c5e2f9481") == ["done"]
 
 
+@pytest.mark.files_only(COPIES)
 def test_claim_never_replaces_a_leftover_processing_copy(q):
     # an interrupted requeue: pending (rev 5) written, processing (rev 4) left behind
     leased = spec_record(
@@ -163,6 +168,7 @@ def test_claim_never_replaces_a_leftover_processing_copy(q):
     assert q.claim(now=T0 + 3).attempts == 2
 
 
+@pytest.mark.files_only(COPIES)
 def test_claim_drops_a_pending_copy_older_than_done(q):
     # an interrupted cancel: done (rev 2) written, pending (rev 1) left behind
     plant(q, "pending", spec_record("9f2c1a0b7d4e6f83", "pending", rev=1))
@@ -171,6 +177,7 @@ def test_claim_drops_a_pending_copy_older_than_done(q):
     assert q.where("9f2c1a0b7d4e6f83") == ["done"]
 
 
+@pytest.mark.files_only("a claim interrupted between its rename and its rewrite: no rename here")
 def test_interrupted_claim_is_requeued(q):
     # renamed into processing, crashed before the rewrite: status still "pending"
     plant(q, "processing", spec_record("9f2c1a0b7d4e6f83", "pending", rev=1))
@@ -179,6 +186,7 @@ def test_interrupted_claim_is_requeued(q):
     assert q.claim(now=T0 + 2).attempts == 1
 
 
+@pytest.mark.files_only("a corrupt file: a row's record is written by the store in a transaction")
 @pytest.mark.parametrize("content", [b"", b"{not json", b'{"id": 5}', b"[1]", b"\xff\xfe"])
 def test_corrupt_file_is_quarantined_with_an_event(q, content):
     (q.queue_dir / "pending" / "9f2c1a0b7d4e6f83.json").write_bytes(content)
@@ -192,6 +200,7 @@ def test_corrupt_file_is_quarantined_with_an_event(q, content):
     assert q.claim().id == good.id
 
 
+@pytest.mark.files_only("a symlink among the task files: the PostgreSQL store has no files")
 def test_symlinked_file_is_quarantined_never_followed(q, tmp_path):
     target = tmp_path / "outside.json"
     target.write_bytes(orjson.dumps(spec_record("9f2c1a0b7d4e6f83", "finished", finishedAt=0)))
@@ -204,6 +213,7 @@ def test_symlinked_file_is_quarantined_never_followed(q, tmp_path):
     assert moved.is_symlink()
 
 
+@pytest.mark.files_only("temp files: a transaction leaves nothing half-written")
 def test_stale_temp_files_removed_fresh_kept(q):
     stale = q.queue_dir / "pending" / ".tmp-0000"
     fresh = q.queue_dir / "done" / ".tmp-1111"
@@ -215,6 +225,7 @@ def test_stale_temp_files_removed_fresh_kept(q):
     assert not stale.exists() and fresh.exists()
 
 
+@pytest.mark.files_only("sweep_all's lock file; PostgreSQL sweeps run side by side (test_pg_store)")
 def test_one_sweep_at_a_time(q):
     fd = os.open(q.config.items_dir / ".sweep.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
@@ -226,6 +237,7 @@ def test_one_sweep_at_a_time(q):
     assert not report.skipped and report.queues == 1
 
 
+@pytest.mark.files_only("sweep_all walks the queue directories and prunes day-files")
 def test_sweep_all_skips_unknown_queues_and_prunes_logs(q):
     plant(q, "pending", spec_record("9f2c1a0b7d4e6f83", "pending"))
     old_day = q.config.logs_dir / "tasks" / "2020-01-01.jsonl"
@@ -240,6 +252,6 @@ def test_restart_loses_nothing_and_keeps_leases(q):
     q.claim()
     q.reopen()
     assert q.store.read(HOST, QUEUE, task.id).status is State.PROCESSING
-    store2 = QueueStore(q.config)
+    store2 = type(q.store)(q.config)  # a second process's store beside the first
     assert store2.claim(HOST, QUEUE, settings=SETTINGS, worker="w", now=T0 + 2) == []
     store2.close()

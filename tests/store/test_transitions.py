@@ -1,5 +1,6 @@
 """The transition table decides: every record written and every event line is checked against it
-in QueueCore, and a change it does not list is refused before anything is written."""
+in the one place each store writes (the file store's QueueCore, the PostgreSQL store's Writer),
+and a change it does not list is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def test_apply_refuses_a_triple_not_in_the_table_and_writes_nothing(h, target, e
     task = h.post()
     disk, events = h.on_disk(task.id), h.events()
     new = task.replace(status=target, updated_at=T0 + 1)
-    with h.store.queue_dirs(HOST, QUEUE) as qd, pytest.raises(InvalidTransition) as refused:
-        h.store.core.apply(qd, "pending", task, new, event, now=T0 + 1, settings=SETTINGS)
+    with pytest.raises(InvalidTransition) as refused:
+        h.write_change(task, new, event, now=T0 + 1)
     assert refused.value.code == "internal"
     assert (refused.value.task_id, refused.value.source, refused.value.target) == (
         task.id,
@@ -44,8 +45,8 @@ def test_apply_refuses_a_triple_not_in_the_table_and_writes_nothing(h, target, e
 def test_remove_refuses_a_task_that_is_not_terminal(h):
     task = h.post()
     disk, events = h.on_disk(task.id), h.events()
-    with h.store.queue_dirs(HOST, QUEUE) as qd, pytest.raises(InvalidTransition):
-        h.store.core.remove(qd, task, now=T0 + 1)
+    with pytest.raises(InvalidTransition):
+        h.write_removal(task, now=T0 + 1)
     _unchanged(h, task.id, disk, events)
 
 
@@ -53,11 +54,12 @@ def test_admit_refuses_a_new_task_that_is_not_pending(h):
     task = h.post()
     other = task.replace(id="0" * 16, status=State.FINISHED)
     events = h.events()
-    with h.store.queue_dirs(HOST, QUEUE) as qd, pytest.raises(InvalidTransition):
-        h.store.core.admit(qd, other, now=T0, settings=SETTINGS)
+    with pytest.raises(InvalidTransition):
+        h.write_new(other, now=T0)
     assert h.on_disk(other.id) == {} and h.events() == events
 
 
+@pytest.mark.files_only("a claim interrupted between its rename and its rewrite: no rename here")
 def test_the_sweeps_requeue_and_clean_are_in_the_table_and_go_through_it(h):
     """The interrupted claim's requeue (a pending record in processing/) and retention's clean
     used to write and log beside the table; now they are its triples."""

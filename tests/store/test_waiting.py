@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from queues.store import QueueSettings, QueueStore, claiming, files
 from queues.store.inotify import (
     APPENDS,
@@ -27,6 +29,10 @@ from queues.store.inotify import (
 )
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
+
+# inotify instances, channels and watched directories are the file store's; the PostgreSQL
+# store's waits (one LISTEN connection per store) are tested in test_pg_waiting.py
+pytestmark = pytest.mark.files_only("inotify: the file store's way of waking waiters")
 
 OTHER = "thumbs"  # a second queue on the same host
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,195 @@
+"""What only the PostgreSQL store has to prove: claims racing from real processes, a claimer
+SIGKILLed mid-claim, sweeps side by side, its tables opened at once, its event rows in Task
+Logs' columns, and the refusal when the database is not there. (Its contract is the shared
+suite's: test_contract.py and the rest run on both stores.)"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+from psycopg import sql
+
+from queues.store import QueueSettings, StorageUnavailable, sweep_queue
+from queues.store_pg import PgStoreConfig, PostgresStore
+
+from . import pg, procs
+from .conftest import HOST, QUEUE, SETTINGS, T0
+
+
+@pytest.fixture
+def ph():
+    harness = pg.PgHarness()
+    yield harness
+    harness.drop()
+
+
+def _post(ph, n: int, settings: QueueSettings = SETTINGS) -> list[str]:
+    ids = []
+    for start in range(0, n, 100):
+        entries = [procs_entry(i) for i in range(start, min(n, start + 100))]
+        posted = ph.store.post_many(HOST, QUEUE, entries, settings=settings, posted_by="a")
+        ids += [p.task.id for p in posted]
+    return ids
+
+
+def procs_entry(i: int):
+    from queues.store import PostEntry
+
+    return PostEntry(item={"n": i})
+
+
+@pytest.mark.slow
+def test_processes_claiming_at_once_take_every_task_exactly_once(ph):
+    posted = set(_post(ph, 400, procs.LONG))
+    ctx = mp.get_context("spawn")
+    out, ready, start = ctx.Queue(), ctx.Queue(), ctx.Event()
+    workers = [
+        ctx.Process(target=procs.pg_claimer, args=(ph.opener(), f"w{n}", out, ready, start))
+        for n in range(6)
+    ]
+    for worker in workers:
+        worker.start()
+    for _ in workers:
+        ready.get(timeout=60)
+    start.set()
+    reports = [out.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    assert all(errors == [] for _, _, errors in reports)
+    claims = Counter(task_id for _, got, _ in reports for task_id in got)
+    assert set(claims) == posted and set(claims.values()) == {1}
+    assert sum(1 for _, got, _ in reports if got) > 1  # the claims did race
+    claimed_lines = [e for e in ph.events() if e["event"] == "claimed"]
+    assert len(claimed_lines) == len(posted)
+
+
+@pytest.mark.slow
+def test_a_claimer_killed_mid_claim_loses_no_task(ph):
+    posted = set(_post(ph, 300))
+    ctx = mp.get_context("spawn")
+    claimed = ctx.Queue()
+    doomed = ctx.Process(target=procs.pg_endless_claimer, args=(ph.opener(), claimed))
+    doomed.start()
+    seen = {claimed.get(timeout=60) for _ in range(10)}  # it is claiming, over and over
+    os.kill(doomed.pid, signal.SIGKILL)  # most likely inside a claim's transaction
+    doomed.join(30)
+    while not claimed.empty():
+        seen.add(claimed.get())
+    # what it held lapses after its one-second leases; the sweep puts it back
+    later = int(time.time() * 1000) + 5_000
+    report = sweep_queue(ph.store, HOST, QUEUE, SETTINGS, now=later)
+    assert report.requeue >= len(seen) > 0
+    taken: set[str] = set()
+    while tasks := ph.store.claim(HOST, QUEUE, settings=SETTINGS, worker="heir", max_tasks=100,
+                                  now=later + 1):  # fmt: skip
+        taken |= {t.id for t in tasks}
+    assert taken == posted  # none lost, none stuck in processing, none half-claimed
+    assert ph.store.stats(HOST, QUEUE, now=later + 2).processing == len(posted)
+
+
+def test_two_sweeps_at_once_act_on_each_lapsed_task_once(ph):
+    ids = _post(ph, 240)
+    while ph.store.claim(HOST, QUEUE, settings=SETTINGS, worker="w", max_tasks=100, now=T0):
+        pass
+    second = PostgresStore(ph.config)  # another process's store: its own connections
+    reports = []
+    start = threading.Barrier(2)
+
+    def sweep(store) -> None:
+        start.wait()
+        reports.append(sweep_queue(store, HOST, QUEUE, SETTINGS, now=T0 + 61_000))
+
+    threads = [threading.Thread(target=sweep, args=(s,)) for s in (ph.store, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    second.close()
+    assert sum(r.requeue for r in reports) == len(ids)
+    requeues = Counter(e["id"] for e in ph.events() if e["event"] == "requeue")
+    assert set(requeues) == set(ids) and set(requeues.values()) == {1}
+
+
+def test_two_stores_opening_a_new_schema_at_once_both_open():
+    config = pg.fresh_config()
+    opened, failed = [], []
+    start = threading.Barrier(4)
+
+    def open_store() -> None:
+        start.wait()
+        try:
+            opened.append(PostgresStore(config))
+        except Exception as exc:  # the test fails on any error
+            failed.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failed == [] and len(opened) == 4
+    task = opened[0].post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by=None, now=T0)
+    assert opened[3].read(HOST, QUEUE, task.task.id) == task.task
+    for store in opened:
+        store.close()
+    harness = pg.PgHarness(config)
+    harness.drop()
+
+
+def test_event_rows_have_task_logs_columns_and_unique_lines(ph):
+    from tasklogs.models import TaskEvent
+
+    task = ph.post()
+    ph.claim()
+    with ph._conn() as conn:
+        columns = {
+            row["column_name"]
+            for row in conn.execute(
+                "SELECT column_name FROM information_schema.columns"
+                " WHERE table_schema = %s AND table_name = %s",
+                (ph.config.schema, ph.config.events_table),
+            )
+        }
+        found = conn.execute(
+            sql.SQL('SELECT file, "offset", digest FROM {} ORDER BY id').format(
+                sql.Identifier(ph.config.events_table)
+            )
+        ).fetchall()
+    assert columns == {field.column for field in TaskEvent._meta.concrete_fields}
+    assert [row["file"] for row in found] == ["postgres", "postgres"]
+    assert len({row["offset"] for row in found}) == 2 and {row["digest"] for row in found} == {0}
+    [(first_id, line), _] = ph.store.events_since(HOST, QUEUE, 0)
+    assert line == ph.events(task.id)[0] and ph.store.events_since(HOST, QUEUE, first_id + 1) == []
+
+
+def test_an_item_with_a_nul_character_keeps_it(ph):
+    task = ph.post({"s": "a\u0000b"})
+    assert ph.store.read(HOST, QUEUE, task.id).item == {"s": "a\u0000b"}
+
+
+def test_an_archived_payload_is_read_back_by_its_file_name(ph):
+    archiving = replace(SETTINGS, archive_payloads=True)
+    task = ph.post({"url": "u"}, settings=archiving)
+    assert ph.store.has_archived_item(HOST, QUEUE, task.id)
+    assert ph.store.archived_payload(HOST, QUEUE, task.id, "item.json") == b'{"url":"u"}'
+    assert ph.store.archived_payload(HOST, QUEUE, task.id, "1-result.result.json") is None
+    assert not ph.store.has_archived_item(HOST, QUEUE, ph.post().id)
+
+
+def test_no_database_is_refused_as_storage_unavailable():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = PgStoreConfig(dsn=f"postgresql://postgres@127.0.0.1:{port}/none?connect_timeout=2")
+    with pytest.raises(StorageUnavailable) as refused:
+        PostgresStore(config)
+    assert refused.value.code == "storage_unavailable"
