@@ -94,7 +94,7 @@ class QueueForm(forms.ModelForm):
             *("host", "name", "paused", "queue_seconds", "lease_seconds", "max_attempts"),
             *("backoff_seconds", "backoff_factor", "backoff_cap_seconds", "retain_seconds"),
             *("retain_from", "max_retain_seconds", "archive_payloads", "max_item_bytes"),
-            *("max_pending", "item_schema", "public_post"),
+            *("max_pending", "item_schema", "public_post", "store"),
         )
 
     sweep_preview: SettingsPreview | None = None
@@ -139,8 +139,9 @@ class QueueAdmin(QueueFields, admin.ModelAdmin):
         "attempts",
         "most_pending",
         "switches",
+        "store",
     )
-    list_filter = ("host", "paused", "public_post", "archive_payloads", "retain_from")
+    list_filter = ("host", "store", "paused", "public_post", "archive_payloads", "retain_from")
     search_fields = ("name", "host__name")
     list_select_related = ("host",)
     inlines = [QueueAccessInline]
@@ -185,6 +186,15 @@ class QueueAdmin(QueueFields, admin.ModelAdmin):
         (
             "Limits and posting",
             {"fields": ("max_item_bytes", "max_pending", "item_schema", "public_post")},
+        ),
+        (
+            "Store",
+            {
+                "description": "Files: the tasks live in this machine's directories (one web "
+                "server). PostgreSQL: in the database, so several web servers behind a load "
+                "balancer share the queue, and the database's backups cover it.",
+                "fields": ("store",),
+            },
         ),
         (
             "Before saving",

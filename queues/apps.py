@@ -1,6 +1,17 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class QueuesConfig(AppConfig):
     name = "queues"
     verbose_name = "Queues and access"
+
+    def ready(self) -> None:
+        from queues.models import Host, Queue
+        from queues.store_kinds import forget_kinds
+
+        # the router keeps each queue's store kind; a saved queue (or a renamed host) may
+        # have changed it
+        for model in (Queue, Host):
+            post_save.connect(forget_kinds, sender=model, dispatch_uid=f"forget_kinds_{model}")
+            post_delete.connect(forget_kinds, sender=model, dispatch_uid=f"forget_kinds_d{model}")

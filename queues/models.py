@@ -50,6 +50,11 @@ class RetainFrom(models.TextChoices):
     FETCHED = "fetched", "when its producer first read the result"
 
 
+class StoreKind(models.TextChoices):
+    FILES = "files", "files: this machine's directories"
+    POSTGRES = "postgres", "postgres: the PostgreSQL database (several web servers)"
+
+
 class Queue(models.Model):
     """One queue of a host and every setting the store applies to it (store.md's table)."""
 
@@ -141,6 +146,15 @@ class Queue(models.Model):
         help_text="Claims get nothing while paused (a claim answers 204 with Queue-Paused: "
         "true); posting still works.",
     )
+    store = models.CharField(
+        max_length=8,
+        choices=StoreKind.choices,
+        default=StoreKind.FILES,
+        help_text="Where the queue's tasks live. Files: one machine, fastest. PostgreSQL: "
+        "several web servers share the queue. A change applies to new tasks and is refused "
+        "while tasks are pending or processing; ended tasks stay in the old store until "
+        "retention removes them.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -168,6 +182,15 @@ class Queue(models.Model):
             )
         if errors:
             raise ValidationError(errors)
+        self.clean_store()
+
+    def clean_store(self) -> None:
+        """Refuse a store that is not configured, or a change of store while tasks are in
+        flight (they would be stranded in the old store, out of reach of claims)."""
+        # imported here: the router reads this model, so a module-level import would be a cycle
+        from queues.store_choice import check_store_change
+
+        check_store_change(self)
 
     def to_settings(self) -> QueueSettings:
         """The plain value the store works with."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from queues.models import Queue
 from queues.services import get_store
-from queues.store import SweepPreview, preview_sweep
+from queues.store import SweepPreview
 from queues.store.sweep_preview import KINDS
 
 # What the sweep does with each kind, in the admin's words.
@@ -53,12 +53,14 @@ def preview_settings(
     now_ms = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     host, name = candidate.host.name, candidate.name
     store = get_store()
-    then = preview_sweep(store, host, name, candidate.to_settings(), now=now_ms)
+    then = store.preview_sweep(host, name, candidate.to_settings(), now=now_ms)
     before = (
-        preview_sweep(store, saved.host.name, saved.name, saved.to_settings(), now=now_ms)
+        store.preview_sweep(saved.host.name, saved.name, saved.to_settings(), now=now_ms)
         if saved is not None
         else SweepPreview()
     )
+    if then is None or before is None:  # a PostgreSQL queue: its store offers no preview
+        return SettingsPreview(rows=[])
     return SettingsPreview(rows=[_row(kind, before, then) for kind in KINDS])
 
 

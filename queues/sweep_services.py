@@ -12,20 +12,20 @@ from typing import Any
 
 from django.utils import timezone
 
-from queues.store import QueueStore
+from queues.store_router import StoreRouter
 from schedules.running import post_due_schedules
 from webhooks.notifying import notify
 
 logger = logging.getLogger("taskhoster.sweep")
 
 
-def run_sweep_services(store: QueueStore, *, now: dt.datetime | None = None) -> None:
+def run_sweep_services(store: StoreRouter, *, now: dt.datetime | None = None) -> None:
     now = now or timezone.now()
     for name, service in (("schedules", post_due_schedules), ("notifications", notify)):
         _run(name, service, store, now)
 
 
-def _run(name: str, service: Callable[..., Any], store: QueueStore, now: dt.datetime) -> None:
+def _run(name: str, service: Callable[..., Any], store: StoreRouter, now: dt.datetime) -> None:
     # A fault in one of these (a receiver's odd answer, a bad row) is logged and the loop goes
     # on: the same loop times out tasks and hands lapsed leases to other workers, which must
     # not stop because a schedule or a webhook could not be served.

@@ -15,8 +15,9 @@ import logging
 from dataclasses import dataclass
 
 from django.db.models import Q
+from queues.store.interface import TaskStore
 
-from queues.store import IdempotencyKeyReused, QueueStore, StoreError, Task
+from queues.store import IdempotencyKeyReused, StoreError, Task
 
 from . import cron
 from .models import Schedule
@@ -35,7 +36,7 @@ def run_key(schedule: Schedule, due: dt.datetime) -> str:
     return f"schedule:{schedule.pk}:{int(due.timestamp())}"
 
 
-def post_due_schedules(store: QueueStore, *, now: dt.datetime) -> ScheduleReport:
+def post_due_schedules(store: TaskStore, *, now: dt.datetime) -> ScheduleReport:
     report = ScheduleReport()
     for schedule in Schedule.objects.filter(enabled=True).select_related("queue__host"):
         try:
@@ -48,7 +49,7 @@ def post_due_schedules(store: QueueStore, *, now: dt.datetime) -> ScheduleReport
     return report
 
 
-def post_if_due(store: QueueStore, schedule: Schedule, *, now: dt.datetime) -> Task | None:
+def post_if_due(store: TaskStore, schedule: Schedule, *, now: dt.datetime) -> Task | None:
     """Post the schedule's latest due run if it has not run yet; None when nothing is due.
 
     A refusal (the queue is full, the item no longer fits its schema) raises the store's error

@@ -1,4 +1,5 @@
-"""Opening an archived payload: `<logs>/tasks-payloads/<host>/<queue>/<id>/<file>`.
+"""Opening an archived payload: `<logs>/tasks-payloads/<host>/<queue>/<id>/<file>`, or for a
+PostgreSQL queue its store's archive in the database, under the same file names.
 
 The file is the task's item.json or progress.jsonl, or the result or error body of one event,
 `<attempt>-<event>.<kind>.json` (queues.store.archive). Archives written before each attempt had
@@ -13,12 +14,14 @@ in the archive is refused by the kernel instead of being followed to a file outs
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from queues.access import User
+from queues.services import get_store
 from queues.store.archive import EDITED_ITEM_EVENT, PER_EVENT_KINDS, TASK_FILES, event_file
 from queues.store.eventlog import EVENTS
 from queues.store.paths import archive_root
@@ -68,6 +71,9 @@ def open_payload(
         return None
     if not may_operate(user, host, queue):
         return None
+    in_database = _from_database(host, queue, task_id, names)
+    if in_database is not None:
+        return in_database
     try:
         # The archive root is configuration (it may sit on a symlinked volume); below it, not.
         fd = os.open(archive_root(logs_dir), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -93,6 +99,21 @@ def open_payload(
         return None
     os.set_blocking(file_fd, True)
     return os.fdopen(file_fd, "rb"), name
+
+
+def _from_database(
+    host: str, queue: str, task_id: str, names: list[str]
+) -> tuple[BinaryIO, str] | None:
+    """A PostgreSQL queue's payload, from its store's archive in the database (None for a
+    file queue, and for what a queue archived on disk before it changed store)."""
+    store = get_store()
+    if not store.is_postgres(host, queue):
+        return None
+    for name in names:
+        body = store.archived_payload(host, queue, task_id, name)
+        if body is not None:
+            return io.BytesIO(body), name
+    return None
 
 
 def _open_first(dir_fd: int, names: list[str]) -> tuple[int, str] | None:

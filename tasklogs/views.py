@@ -76,11 +76,18 @@ def _archived(request: HttpRequest, **address: Any) -> tuple[BinaryIO, str]:
 def payload_page(request: HttpRequest, **address: Any) -> HttpResponse:
     """The payload with what it is: task, queue, kind, attempt and event; the raw file linked."""
     body, name = _archived(request, **address)
-    shown = readable(body, os.fstat(body.fileno()).st_size)
+    shown = readable(body, _size(body))
     return render(request, "tasklogs/payload.html", {
         **address, "file": name, "shown": shown,
         "raw_url": request.path.removesuffix("/view"),  # the same address, less the page
     })  # fmt: skip
+
+
+def _size(body: BinaryIO) -> int:
+    """The payload's bytes: a file on disk, or a PostgreSQL queue's body read into memory."""
+    size = body.seek(0, os.SEEK_END)
+    body.seek(0)
+    return size
 
 
 @require_safe

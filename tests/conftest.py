@@ -18,12 +18,17 @@ def store_dirs(tmp_path: Path, settings) -> dict[str, Path]:
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    """The dashboard keeps settled counts in Django's cache: no test may see another's."""
+    """The dashboard keeps settled counts in Django's cache, the router each queue's store
+    kind: no test may see another's."""
     from django.core.cache import cache
 
+    from queues.store_kinds import forget_kinds
+
     cache.clear()
+    forget_kinds()
     yield
     cache.clear()
+    forget_kinds()
 
 
 @pytest.fixture
@@ -47,3 +52,47 @@ def resize(make_queue):
 def other(make_queue):
     """A queue on another host, for what one queue's users must not see of another."""
     return make_queue("other.example.com", "secret")
+
+
+PG_SKIP = (
+    "a PostgreSQL queue needs a PostgreSQL database: it runs in the PostgreSQL run of the "
+    "suite (make test-postgres), or under SQLite with TASKHOSTER_PG_STORE_URL set"
+)
+
+
+@pytest.fixture
+def pg_store(settings, db):
+    """The PostgreSQL store for this test's postgres queues, in a schema of its own that is
+    dropped afterwards (the store commits on its own connections, outside the test's
+    transaction, so rolling that back would not undo its tasks). Skips without PostgreSQL."""
+    import secrets
+
+    import psycopg
+    from psycopg import sql
+
+    from queues.pg_location import TASK_LOGS_TABLE, pg_location
+    from queues.services import close_postgres_stores
+    from queues.store_kinds import forget_kinds
+
+    settings.TASKHOSTER_PG_STORE_SCHEMA = f"th_test_{secrets.token_hex(6)}"
+    location = pg_location()
+    if location is None:
+        pytest.skip(PG_SKIP)
+    forget_kinds()
+    yield location
+    close_postgres_stores()
+    with psycopg.connect(location.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+            sql.Identifier(location.schema)))  # fmt: skip
+        if location.shares_console_db:  # its events went to Task Logs' table, in public
+            conn.execute(sql.SQL("DELETE FROM {} WHERE file = 'postgres'").format(
+                sql.Identifier(TASK_LOGS_TABLE)))  # fmt: skip
+
+
+@pytest.fixture(params=["files", "postgres"])
+def store_kind(request) -> str:
+    """Run the test on a queue of each store; the postgres run needs a PostgreSQL database
+    (pg_store), and skips without one."""
+    if request.param == "postgres":
+        request.getfixturevalue("pg_store")
+    return request.param

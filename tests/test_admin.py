@@ -92,7 +92,7 @@ def queue_form(queue, **changes):
         "host": queue.host.pk, "name": queue.name, "queue_seconds": 86400, "lease_seconds": 60,
         "retain_seconds": 3600, "retain_from": "finished", "max_retain_seconds": 604800,
         "max_attempts": 0, "backoff_seconds": 5, "backoff_factor": 4, "backoff_cap_seconds": 300,
-        "max_item_bytes": 65536, "max_pending": 0, "item_schema": "",
+        "max_item_bytes": 65536, "max_pending": 0, "item_schema": "", "store": "files",
         "access-TOTAL_FORMS": 0, "access-INITIAL_FORMS": 0,
     }  # fmt: skip
     return {**form, **changes}

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from queues.services import get_store
-from queues.store import NotFound, sweep_queue
+from queues.store import NotFound
 from tasklogs.ingest import ingest_directory
 from tasklogs.models import TaskEvent
 from tests.test_console import client_for
@@ -242,7 +242,7 @@ def test_the_task_page_shows_attempts_a_lapsed_lease_and_who_acted(resize, peopl
                       now=start).task  # fmt: skip
     [claimed] = store.claim(HOST, "resize", settings=settings, worker="box-1", now=start + 1)
     # the lease lapses: the sweep requeues it; the next claim is ended by an operator
-    sweep_queue(store, HOST, "resize", settings, now=claimed.lease.until + 1)
+    store.sweep_queue(HOST, "resize", settings, now=claimed.lease.until + 1)
     store.claim(HOST, "resize", settings=settings, worker="box-2", now=claimed.lease.until + 2)
     people["operator"].post(f"{BASE}/{task.id}/requeue")
     ingest_directory(store_dirs["logs"] / "tasks")

@@ -126,6 +126,20 @@ def test_a_pending_task_has_an_age(resize):
     assert row["oldest_pending_ms"] is not None and row["oldest_pending_ms"] >= 0
 
 
+def test_a_postgres_queue_counts_from_its_store_and_its_event_rows(pg_store, make_queue):
+    queue = make_queue("task.example.com", "resize", store="postgres")
+    store_, settings, key = get_store(), queue.to_settings(), ("task.example.com", "resize")
+    post(queue)
+    store_.post(*key, {"n": 2}, settings=settings, posted_by=None, delay_seconds=3_600)
+    assert store_.claim(*key, settings=settings, worker="box-1")
+    ended = post(queue)
+    store_.cancel(*key, ended.id, settings=settings)
+    row = rows(client_for("sam", is_staff=True))["task.example.com/resize"]
+    assert (row["pending"], row["delayed"], row["processing"], row["done"]) == (1, 1, 1, 1)
+    if pg_store.shares_console_db:  # its events are Task Logs' rows: counted with no ingestion
+        assert (row["posted_day"], row["cancelled_day"]) == (3, 1)
+
+
 # --- empty states ------------------------------------------------------------------------
 
 

@@ -24,6 +24,18 @@ T0 = 1_751_500_000_000
 
 
 @pytest.fixture
+def resize(request, make_queue):
+    """The queue, on files; `each_store` runs a test on a PostgreSQL queue too."""
+    kind = getattr(request, "param", "files")
+    if kind == "postgres":
+        request.getfixturevalue("pg_store")
+    return make_queue(HOST, NAME, store=kind)
+
+
+each_store = pytest.mark.parametrize("resize", ["files", "postgres"], indirect=True)
+
+
+@pytest.fixture
 def staff():
     return client_for("sam", is_staff=True)
 
@@ -99,16 +111,19 @@ def test_bulk_actions_need_post_and_a_csrf_token(resize):
 # -- what it shows -----------------------------------------------------------------------------
 
 
+@each_store
 def test_tabs_count_every_state_and_the_waiting_pending_ones(resize, staff):
     store, settings = get_store(), resize.to_settings()
-    for _ in range(3):
-        post(resize)
-    post(resize, delay_seconds=3600)
-    running = post(resize, {"run": 1}, now=T0)  # the oldest: claimed first
+    # each claim takes the one pending task, so the claim order (the file store's oldest
+    # first, the PostgreSQL store's post order) does not matter
+    running = post(resize, {"run": 1}, now=T0)
     [claimed] = store.claim(HOST, NAME, settings=settings, worker="box-7")
     assert claimed.id == running.id
     failing = post(resize, {"fail": 1}, now=T0 - 10)
     store.claim(HOST, NAME, settings=settings, worker="box-7")
+    for _ in range(3):
+        post(resize)
+    post(resize, delay_seconds=3600)
     store.fail(HOST, NAME, failing.id, settings=settings, worker="box-7", attempt=1,
                result={"why": "disk full"}, retry=True)  # fmt: skip
     store.cancel(HOST, NAME, post(resize).id, settings=settings)
@@ -124,6 +139,7 @@ def test_tabs_count_every_state_and_the_waiting_pending_ones(resize, staff):
     assert 'aria-current="page">processing' in processing.replace(' data-tab="processing"', "")
 
 
+@each_store
 def test_the_columns_preview_worker_times_and_cancel_requested_once(resize, staff):
     store, settings = get_store(), resize.to_settings()
     failed_task = post(resize, {"url": "https://a.example/1"}, now=T0)
@@ -142,6 +158,7 @@ def test_the_columns_preview_worker_times_and_cancel_requested_once(resize, staf
     assert re.search(r"<time [^>]*>just now</time>", page)  # updated a moment ago
 
 
+@each_store
 def test_newest_or_oldest_first_and_paging(resize, staff):
     tasks = [post(resize, now=T0 + i) for i in range(queue_page.PAGE_SIZE + 5)]
     newest = listed(page_of(staff))
@@ -153,6 +170,7 @@ def test_newest_or_oldest_first_and_paging(resize, staff):
     assert listed(page_of(staff, "?page=999")) == [] and page_of(staff, "?page=x&status=bogus")
 
 
+@each_store
 def test_search_by_id_prefix_and_exact_id(resize, staff):
     tasks = [post(resize, now=T0 + i) for i in range(20)]
     one = tasks[7]

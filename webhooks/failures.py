@@ -20,8 +20,9 @@ import orjson
 from django.db import transaction
 
 from queues.monitor.lines import read_complete_lines
-from queues.store import QueueStore, StoreError
+from queues.store import StoreError
 from queues.store.paths import day_of_file
+from queues.store_router import StoreRouter
 from tasklogs.ingest import day_files
 from tasklogs.parsing import BadLine, EventRecord, line_digest, parse_line
 
@@ -32,7 +33,7 @@ CHUNK_BYTES = 1 << 20
 Hooks = dict[tuple[str, str], Webhook]
 
 
-def notify_failures(store: QueueStore, *, now: dt.datetime) -> int:
+def notify_failures(store: StoreRouter, *, now: dt.datetime) -> int:
     """Make a notification for each new failure line; answer how many were made."""
     hooks: Hooks = {
         (hook.queue.host.name, hook.queue.name): hook
@@ -57,7 +58,7 @@ def notify_failures(store: QueueStore, *, now: dt.datetime) -> int:
 
 
 def _read_day_file(
-    path: Path, known: LogCursor | None, hooks: Hooks, store: QueueStore, *, now: dt.datetime
+    path: Path, known: LogCursor | None, hooks: Hooks, store: StoreRouter, *, now: dt.datetime
 ) -> int:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     made = 0
@@ -98,7 +99,7 @@ def _cursor_for(name: str, st: os.stat_result, known: LogCursor | None) -> LogCu
 
 
 def _notifications(
-    lines: bytes, name: str, offset: int, hooks: Hooks, store: QueueStore, *, now: dt.datetime
+    lines: bytes, name: str, offset: int, hooks: Hooks, store: StoreRouter, *, now: dt.datetime
 ) -> list[Notification]:
     notes = []
     for line in lines.splitlines(keepends=True):
@@ -127,7 +128,7 @@ def _notifications(
     return notes
 
 
-def _body(record: EventRecord, store: QueueStore) -> dict[str, object]:
+def _body(record: EventRecord, store: StoreRouter) -> dict[str, object]:
     try:
         task = store.read(record.host, record.queue, record.task_id).status_view()
     except StoreError:  # cleaned already (a short retention), or quarantined

@@ -6,13 +6,14 @@ import datetime as dt
 
 import orjson
 from django.db import transaction
+from queues.store.interface import TaskStore
 
-from queues.store import NotFound, QueueStore
+from queues.store import NotFound
 
 from .models import Kind, Notification, Webhook
 
 
-def notify_pending(store: QueueStore, *, now: dt.datetime) -> int:
+def notify_pending(store: TaskStore, *, now: dt.datetime) -> int:
     """Notify each queue that rose above its threshold since the last pass; re-arm each that
     fell back. Answers how many notifications were made."""
     made = 0

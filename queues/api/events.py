@@ -26,6 +26,7 @@ from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
 from queues.models import Role
+from queues.monitor.pg_tail import PgTail, PollChannel, RowPosition
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.services import get_store
@@ -123,11 +124,14 @@ def check_subscriber(ctx: QueueContext, task_id: str | None) -> None:
     ctx.check_visible(get_store().read(ctx.host, ctx.queue, task_id))
 
 
-def start_position(request: Request) -> Position | None:
-    """Where to start: after `Last-Event-ID` (or `lastEventId`, for a first EventSource URL)."""
+def start_position(request: Request, *, rows: bool) -> Position | RowPosition | None:
+    """Where to start: after `Last-Event-ID` (or `lastEventId`, for a first EventSource URL);
+    `rows`: a PostgreSQL queue's stream, whose positions are event rows (pg_tail.py)."""
     text = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId")
     try:
-        return Position.parse(text) if text else None
+        if not text:
+            return None
+        return RowPosition.parse(text) if rows else Position.parse(text)
     except BadPosition:
         raise ValidationError("Last-Event-ID is not a position of this log.") from None
 
@@ -156,19 +160,23 @@ class EventStreamView(APIView):
         if task_id is not None:
             paths.validate_task_id(task_id)  # not a task id: the uniform 404
         check_subscriber(ctx, task_id)
-        position = start_position(request)
+        on_postgres = get_store().is_postgres(ctx.host, ctx.queue)
+        position = start_position(request, rows=on_postgres)
         if not held_threads.take_stream():
             busy = sse_response([BUSY])
             busy["Retry-After"] = str(BUSY_RETRY_SECONDS)
             return busy
+        subscription = Subscription(host=ctx.host, queue=ctx.queue, task_id=task_id)
         try:
-            return self._stream(request, ctx, task_id, position)
+            if isinstance(position, RowPosition) or (on_postgres and position is None):
+                return self._rows_stream(request, subscription, position)
+            return self._stream(request, subscription, position)
         except BaseException:
             held_threads.release_stream()
             raise
 
     def _stream(
-        self, request: Request, ctx: QueueContext, task_id: str | None, position: Position | None
+        self, request: Request, subscription: Subscription, position: Position | None
     ) -> StreamingHttpResponse:
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
         tasks_dir.mkdir(parents=True, exist_ok=True)
@@ -176,8 +184,20 @@ class EventStreamView(APIView):
         # waiting claims (on pending/ only) never see.
         channel = watcher().channel([str(tasks_dir)], APPENDS)
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
-        subscription = Subscription(host=ctx.host, queue=ctx.queue, task_id=task_id)
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
+                              client_alive=socket_alive(request.META))  # fmt: skip
+        return sse_response(HeldStream(stream))
+
+    def _rows_stream(
+        self,
+        request: Request,
+        subscription: Subscription,
+        position: RowPosition | None,
+    ) -> StreamingHttpResponse:
+        """A PostgreSQL queue's stream: its store's event rows, from any web server."""
+        tail = PgTail(get_store().events_since, subscription.host, subscription.queue, position)
+        release_database()  # the rows come over the store's own connections
+        stream = event_stream(tail, PollChannel(), subscription, keepalive=keepalive_seconds(),
                               client_alive=socket_alive(request.META))  # fmt: skip
         return sse_response(HeldStream(stream))

@@ -10,6 +10,7 @@ import orjson
 
 from queues.store.inotify import Channel
 
+from .pg_tail import PgTail, PollChannel, RowPosition
 from .tail import LogTail, Position
 
 # How often an idle stream checks that its client is still there (cheap: one recv peek).
@@ -41,14 +42,14 @@ class Subscription:
         return event
 
 
-def frame(position: Position, event: str, line: bytes) -> bytes:
+def frame(position: Position | RowPosition, event: str, line: bytes) -> bytes:
     """One SSE message. The line is compact JSON, so it never spans two `data:` lines."""
     return b"id: %s\nevent: %s\ndata: %s\n\n" % (str(position).encode(), event.encode(), line)
 
 
 def event_stream(
-    tail: LogTail,
-    channel: Channel,
+    tail: LogTail | PgTail,
+    channel: Channel | PollChannel,
     subscription: Subscription,
     *,
     keepalive: float,

@@ -1,5 +1,8 @@
 """The API tests' world: one host with two queues, a second host, and a caller per role.
 
+Every test that uses the world runs twice: on file queues and on PostgreSQL queues (the
+latter in the PostgreSQL run of the suite, or with TASKHOSTER_PG_STORE_URL; it skips else).
+
 `alice` produces on the own queue, `bob` works it, `olga` operates it; `paula` is a second
 producer there (her tasks are foreign to alice); `mallory` produces on the other queue and the
 other host, whose tasks are foreign to everyone above.
@@ -18,7 +21,8 @@ from rest_framework.test import APIClient
 
 from queues.models import Queue
 from queues.services import get_or_create_user, get_store, grant
-from queues.store import QueueStore, Task
+from queues.store import NotFound, Task
+from queues.store_router import StoreRouter
 from queues.tokens import issue_token
 
 HOST, QUEUE = "task.example.com", "resize"
@@ -42,11 +46,38 @@ def bearer(token: str) -> APIClient:
 class World:
     queues: dict[str, Queue]
     tokens: dict[str, str]
+    kind: str  # the queues' store: files or postgres
     clients: dict[str, APIClient] = field(default_factory=dict)
 
     @property
-    def store(self) -> QueueStore:
+    def store(self) -> StoreRouter:
         return get_store()
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.kind == "postgres"
+
+    def written(self) -> Any:
+        """What the store holds, to compare before and after a refusal that must write
+        nothing: every file under the store's directories, or on PostgreSQL every task row
+        (id and rev) and event row of the world's queues."""
+        if not self.on_postgres:
+            return tree(Path(self.store.config.items_dir).parent)
+        held = {}
+        for queue in self.queues.values():
+            place = (queue.host.name, queue.name)
+            try:
+                tasks = self.store.list_tasks(*place, limit=1000).tasks
+            except NotFound:  # nothing ever posted there
+                tasks = []
+            events = self.store.events_since(*place, 0, 10_000)
+            held[place] = (sorted((task.id, task.rev) for task in tasks), len(events))
+        return held
+
+    def files_only(self, why: str) -> None:
+        """Skip the PostgreSQL run of a test about the file store's own ground, saying why."""
+        if self.on_postgres:
+            pytest.skip(f"files only: {why}")
 
     def client(self, who: str) -> APIClient:
         if who not in self.clients:
@@ -69,6 +100,10 @@ class World:
 
     def events(self, task_id: str) -> list[dict[str, Any]]:
         """The task's lines in the event log, oldest first."""
+        if self.on_postgres:  # the store's event rows, as lines
+            return [line for queue in self.queues.values()
+                    for _, line in self.store.events_since(queue.host.name, queue.name, 0, 10_000)
+                    if line["id"] == task_id]  # fmt: skip
         lines = []
         for day in sorted((self.store.config.logs_dir / "tasks").glob("*.jsonl")):
             for raw in day.read_bytes().splitlines():
@@ -89,11 +124,11 @@ def fast_store(settings) -> None:
 
 
 @pytest.fixture
-def world(make_queue) -> World:
+def world(make_queue, store_kind) -> World:
     queues = {
-        "own": make_queue(HOST, QUEUE),
-        "other_queue": make_queue(*OTHER_QUEUE),
-        "other_host": make_queue(*OTHER_HOST),
+        "own": make_queue(HOST, QUEUE, store=store_kind),
+        "other_queue": make_queue(*OTHER_QUEUE, store=store_kind),
+        "other_host": make_queue(*OTHER_HOST, store=store_kind),
     }
     grants = [
         ("alice", "producer", "own"),
@@ -112,7 +147,7 @@ def world(make_queue) -> World:
         who: issue_token(get_or_create_user(who), "test")[1]
         for who in ("alice", "paula", "bob", "olga", "mallory")
     }
-    return World(queues=queues, tokens=tokens)
+    return World(queues=queues, tokens=tokens, kind=store_kind)
 
 
 def tree(root: Path) -> dict[str, bytes | None]:

@@ -5,8 +5,7 @@ twice) and an entry's alone (a lapsed lease answers 409 in its slot, never the b
 import pytest
 
 from queues.services import get_store
-from queues.store import sweep_queue
-from tests.api.conftest import HOST, QUEUE, tree, url
+from tests.api.conftest import HOST, QUEUE, url
 
 pytestmark = pytest.mark.django_db
 BATCH = url(HOST, QUEUE, "tasks/batch")
@@ -19,10 +18,6 @@ def post_batch(world, tasks, who="alice"):
 
 def finish(world, outcomes, worker="box-1"):
     return world.client("bob").post(FINISH, {"worker": worker, "outcomes": outcomes}, format="json")
-
-
-def items_tree():
-    return tree(get_store().config.items_dir)
 
 
 def test_a_batch_post_answers_each_status_view_in_order(world):
@@ -68,11 +63,11 @@ def test_a_batch_post_answers_each_status_view_in_order(world):
 )
 def test_one_bad_entry_refuses_the_batch_by_its_index_and_writes_nothing(world, tasks, code, index):
     get_store().create_queue(HOST, QUEUE)
-    before = items_tree()
+    before = world.written()
     r = post_batch(world, tasks)
     assert r.status_code == 400
     assert r.json()["code"] == code and r.json()["index"] == index, r.json()
-    assert items_tree() == before
+    assert world.written() == before
 
 
 def test_an_oversized_item_is_413_naming_its_entry(world, make_queue):
@@ -91,10 +86,10 @@ def test_a_key_used_with_another_item_is_422_naming_its_entry(world):
 def test_a_batch_past_max_pending_is_429_and_writes_nothing(world, make_queue):
     make_queue(HOST, QUEUE, max_pending=2)
     get_store().create_queue(HOST, QUEUE)
-    before = items_tree()
+    before = world.written()
     r = post_batch(world, [{"item": {}}] * 3)
     assert r.status_code == 429 and r.json()["code"] == "queue_full" and r["Retry-After"]
-    assert items_tree() == before
+    assert world.written() == before
 
 
 @pytest.mark.parametrize("tasks", [[], [{"item": {}}] * 101, None, {"item": {}}])
@@ -150,7 +145,7 @@ def test_a_batch_finish_answers_each_entry(world):
 def test_a_lapsed_lease_answers_409_in_its_slot_and_the_others_finish(world, make_queue):
     queue = make_queue(HOST, QUEUE, lease_seconds=1)
     tasks = claim_many(world, 2)
-    sweep_queue(get_store(), HOST, QUEUE, queue.to_settings(), now=tasks[0]["lease"]["until"] + 1)
+    get_store().sweep_queue(HOST, QUEUE, queue.to_settings(), now=tasks[0]["lease"]["until"] + 1)
     again = (
         world.client("bob")
         .post(url(HOST, QUEUE, "claim"), {"worker": "box-1", "max": 1}, format="json")

@@ -147,11 +147,9 @@ def test_another_producers_task_is_a_missing_task(world, endpoint, caller):
         "a\\b",
     ],
 )
-def test_invalid_names_answer_the_same_404_and_touch_nothing(world, name, store_dirs):
-    from tests.api.conftest import tree
-
+def test_invalid_names_answer_the_same_404_and_touch_nothing(world, name):
     world.store  # opened first: a new store makes its log directory, no request does
-    before = tree(store_dirs["items"].parent)
+    before = world.written()
     alice = world.client("alice")
     calls = [
         ("get", f"/api/v1/queues/{name}/{QUEUE}/tasks"),
@@ -164,7 +162,7 @@ def test_invalid_names_answer_the_same_404_and_touch_nothing(world, name, store_
         r = getattr(alice, method)(path, {"n": 1}, format="json")
         assert r.status_code == 404, (path, r.content)
         assert r.content == NOT_FOUND
-    assert tree(store_dirs["items"].parent) == before
+    assert world.written() == before
 
 
 def test_an_unknown_path_under_the_api_is_the_same_404(world):

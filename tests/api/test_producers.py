@@ -294,6 +294,8 @@ def test_queue_full_error_carries_retry_after_from_the_store(world, monkeypatch)
 def test_a_transition_the_store_refuses_is_a_logged_500_internal(world, monkeypatch, caplog):
     """A change not in the store's table is the server's bug, not the caller's: 500 with the
     code internal, a log line naming the task and its states, and nothing written."""
+    world.files_only("the bug is planted in the file store's write path (core.apply); the "
+                     "PostgreSQL store checks the same table (tests/store)")  # fmt: skip
     task = world.post()
     store = world.store
 
@@ -301,8 +303,10 @@ def test_a_transition_the_store_refuses_is_a_logged_500_internal(world, monkeypa
         # a cancel that (wrongly) finishes the pending task: the table refuses it in apply
         current = store.read(host, queue, task_id)
         wrong = current.replace(status=State.FINISHED, updated_at=current.updated_at + 1)
-        with store.queue_dirs(host, queue) as qd:
-            return store.core.apply(qd, "pending", current, wrong, "result", now=current.updated_at)
+        with store.files.queue_dirs(host, queue) as qd:
+            return store.files.core.apply(
+                qd, "pending", current, wrong, "result", now=current.updated_at
+            )
 
     monkeypatch.setattr(store, "cancel", buggy_cancel)
     with caplog.at_level("ERROR", logger="queues.api.errors"):

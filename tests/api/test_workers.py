@@ -7,7 +7,7 @@ import time
 import pytest
 
 from queues.services import get_store
-from queues.store import files, sweep_queue
+from queues.store import files
 from tests.api.conftest import HOST, QUEUE, url
 
 pytestmark = pytest.mark.django_db
@@ -42,6 +42,8 @@ def test_claim_with_nothing_to_claim_is_204(world):
 def test_a_claim_out_of_file_descriptors_is_503_and_the_task_stays(world):
     """EMFILE while the claim writes its record: storage_unavailable, never a 500, and the
     task is claimable again once descriptors are free (the store's fault injection)."""
+    world.files_only("the fault is injected into the file store's system calls; a PostgreSQL "
+                     "queue's claim opens no file")  # fmt: skip
     task = world.post()
     files.FAULTS.reset()
     files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = "open", 1, errno.EMFILE
@@ -283,7 +285,7 @@ def test_a_stale_worker_cannot_overwrite_the_work_of_the_next(world):
     first = claim(world).json()
     settings = world.queues["own"].to_settings()
     lapsed = first["lease"]["until"] + 1
-    sweep_queue(get_store(), HOST, QUEUE, settings, now=lapsed)
+    get_store().sweep_queue(HOST, QUEUE, settings, now=lapsed)
     assert world.store.read(HOST, QUEUE, task.id).status == "pending"
     second = claim(world, worker="box-2")
     assert second.status_code == 200 and second.json()["attempts"] == 2

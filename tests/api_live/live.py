@@ -113,8 +113,7 @@ class LiveServer:
             code = (
                 "import django; django.setup()\n"
                 "from queues.services import get_store, queue_settings_for\n"
-                "from queues.store import sweep_all\n"
-                "print(sweep_all(get_store(), queue_settings_for))\n"
+                "print(get_store().sweep_all(queue_settings_for))\n"
             )
             argv = [sys.executable, "-c", code]
             done = subprocess.run(argv, env=self.env(), cwd=ROOT, check=False,

@@ -12,7 +12,6 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from queues.services import get_store, grant, save_queue
-from queues.store import sweep_queue
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -87,7 +86,7 @@ def test_an_operator_reposts_a_cleaned_task_from_its_archive(page, live_server, 
     old = failed_task(operator, {"url": "http://example.com/b.png"})
     settings = operator.to_settings()
     # retention ends: the sweep deletes the task from the store; its log and archive stay
-    report = sweep_queue(get_store(), HOST, "resize", settings,
+    report = get_store().sweep_queue(HOST, "resize", settings,
                          now=get_store().read(HOST, "resize", old.id).finished_at
                          + settings.retain_seconds * 1000 + 1)  # fmt: skip
     assert report.cleaned == 1

@@ -152,3 +152,62 @@ def test_a_heartbeat_reaches_no_subscriber(queue):
         line.split(b": ", 1)[1] for line in next(chunks).splitlines() if line.startswith(b"event:")
     ]
     assert events == [b"progress", b"result"]
+
+
+# -- a PostgreSQL queue: its store's event rows, framed as the day-files' lines are, and
+# resumed from `Last-Event-ID` (a row position, `pg:<id>`)
+
+
+@pytest.fixture
+def pg_queue(pg_store, make_queue, settings):
+    settings.TASKHOSTER_SSE_KEEPALIVE_SECONDS = 0.05
+    return make_queue(HOST, QUEUE, store="postgres")
+
+
+def frames_until(response, event: str, most: int = 400) -> list[dict[str, str]]:
+    """The stream's event frames (id, event) up to the first `event` one; the keep-alives
+    between them pace the loop, so a stream that never sends it fails after `most` chunks."""
+    seen: list[dict[str, str]] = []
+    chunks = iter(response.streaming_content)
+    for _ in range(most):
+        for block in next(chunks).decode().split("\n\n"):
+            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+            if "event" in fields:
+                seen.append(fields)
+                if fields["event"] == event:
+                    return seen
+    raise AssertionError(f"no {event!r} frame in {most} chunks; saw {seen}")
+
+
+@pytest.mark.django_db  # before the streams close (close_streams)
+def test_an_operator_follows_a_postgres_queue_and_resumes_after_the_last_row(pg_queue):
+    operator = token_for("olga", "operator")
+    store, settings = get_store(), pg_queue.to_settings()
+    store.post(HOST, QUEUE, {"n": 0}, settings=settings, posted_by=None)  # before: not sent
+    stream = subscribe(operator)
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by=None).task
+    [posted] = frames_until(stream, "posted")
+    assert posted["id"].startswith("pg:") and f'"id":"{task.id}"' in posted["data"]
+    stream.close()
+    store.claim(HOST, QUEUE, settings=settings, worker="w", max_tasks=2)
+    # a client back after a drop (maybe on another web server) gets only what came since
+    resumed = frames_until(subscribe(operator, lastEventId=posted["id"]), "claimed")
+    assert [f["event"] for f in resumed][-1] == "claimed"
+    assert all(f["event"] != "posted" for f in resumed)
+
+
+@pytest.mark.django_db  # before the streams close (close_streams)
+def test_a_producer_follows_its_own_task_on_a_postgres_queue(pg_queue):
+    producer = token_for("paul", "producer")
+    own = get_store().post(HOST, QUEUE, {"n": 1}, settings=pg_queue.to_settings(),
+                           posted_by="paul").task  # fmt: skip
+    stream = subscribe(producer, task=own.id)
+    get_store().cancel(HOST, QUEUE, own.id, settings=pg_queue.to_settings())
+    assert own.id in frames_until(stream, "cancelled")[-1]["data"]
+
+
+@pytest.mark.django_db  # before the streams close (close_streams)
+def test_a_day_file_position_is_refused_on_a_postgres_queue(pg_queue):
+    operator = token_for("olga", "operator")
+    assert refusal(subscribe(operator, lastEventId="2026-12-01:10")) == (400, "invalid_request")
+    assert refusal(subscribe(operator, lastEventId="pg:x")) == (400, "invalid_request")

@@ -15,7 +15,6 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from queues.services import get_store
-from queues.store import sweep_queue
 from webhooks.delivering import MAX_TRIES, RETRY_DELAYS
 from webhooks.failures import notify_failures
 from webhooks.models import Delivery, LogCursor, Notification, State, Webhook
@@ -116,7 +115,7 @@ def test_a_timeout_and_a_spent_budget_notify_a_retried_failure_does_not(hooked_q
     assert notify(store, now=timezone.now()).made == 0
     late = store.post(host, name, {"n": 2}, settings=settings, posted_by="alice").task
     now_ms = int(timezone.now().timestamp() * 1000)
-    sweep_queue(store, host, name, settings, now=now_ms + settings.queue_seconds * 1000 + 1)
+    store.sweep_queue(host, name, settings, now=now_ms + settings.queue_seconds * 1000 + 1)
     notify(store, now=timezone.now())
     reasons = {json.loads(r.body)["task"]["id"]: json.loads(r.body)["reason"]
                for r in receiver.requests}  # fmt: skip

@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from queues.models import DEFAULTS
+from queues.models import DEFAULTS, StoreKind
 from queues.services import describe, save_queue
 
 # option -> Queue field, for the settings the command line can change
@@ -17,6 +17,7 @@ OPTIONS = {
     "max_item_bytes": "max_item_bytes",
     "public_post": "public_post",
     "paused": "paused",
+    "store": "store",
 }
 
 
@@ -68,6 +69,13 @@ class Command(BaseCommand):
             metavar="BYTES",
             help="cap on the item, each progress report and the result "
             f"(new queue: {new.max_item_bytes})",
+        )
+        parser.add_argument(
+            "--store",
+            choices=[kind.value for kind in StoreKind],
+            help="where the tasks live: files (this machine's directories) or postgres (the "
+            "PostgreSQL database, shared by several web servers); a change is refused while "
+            "tasks are pending or processing (new queue: files)",
         )
         flags = {
             "archive-payloads": (

@@ -8,7 +8,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from queues.services import get_store, queue_settings_for
-from queues.store import sweep_all
 from queues.sweep_services import run_sweep_services
 from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 
@@ -41,7 +40,7 @@ class Command(BaseCommand):
 
     def once(self) -> None:
         store = get_store()
-        report = sweep_all(store, queue_settings_for)
+        report = store.sweep_all(queue_settings_for)
         run_sweep_services(store)
         if report.skipped:
             self.say("skipped: another sweep is running")
@@ -60,7 +59,7 @@ class Command(BaseCommand):
             f"{tally.summary_seconds / 60:g} min (Ctrl-C stops)"
         )
         while True:
-            report = sweep_all(store, queue_settings_for)
+            report = store.sweep_all(queue_settings_for)
             out, errors = tally.lines(report, configured_queues(), time.time())
             for line in out:
                 self.say(line)

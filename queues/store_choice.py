@@ -1,0 +1,48 @@
+"""The rules on a queue's `store` setting, shared by the admin form and `createqueue`
+(both reach them through Queue.full_clean)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ValidationError
+
+from queues.pg_location import UNAVAILABLE, pg_location
+from queues.store import NotFound
+
+if TYPE_CHECKING:
+    from queues.models import Queue
+
+
+def check_store_change(queue: Queue) -> None:
+    """ValidationError on `store` when the PostgreSQL store is chosen without a database for
+    it, or when the store changes while the old store holds pending or processing tasks."""
+    from queues.models import Queue, StoreKind  # the model's clean() calls this: no cycle
+
+    if queue.store == StoreKind.POSTGRES and pg_location() is None:
+        raise ValidationError({"store": UNAVAILABLE})
+    if queue.pk is None:
+        return
+    saved = Queue.objects.select_related("host").filter(pk=queue.pk).first()
+    if saved is None or saved.store == queue.store:
+        return
+    in_flight = _in_flight(saved.store, saved.host.name, saved.name)
+    if in_flight:
+        raise ValidationError(
+            {
+                "store": f"The queue has {in_flight} pending or processing task"
+                f"{'s' if in_flight != 1 else ''} in its {saved.store} store: a change of "
+                "store now would leave them where no claim looks. Change it once they have "
+                "ended (or cancel them)."
+            }
+        )
+
+
+def _in_flight(kind: str, host: str, name: str) -> int:
+    from queues.services import get_store  # services imports the models
+
+    try:
+        stats = get_store().backend(kind).stats(host, name)
+    except NotFound:  # never posted to: nothing on disk, nothing in flight
+        return 0
+    return stats.pending + stats.processing
