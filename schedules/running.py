@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass
 
 from django.db.models import Q
-from queues.store.interface import TaskStore
 
 from queues.store import IdempotencyKeyReused, StoreError, Task
+from queues.store.interface import TaskStore
 
 from . import cron
 from .models import Schedule

@@ -6,9 +6,9 @@ import datetime as dt
 
 import orjson
 from django.db import transaction
-from queues.store.interface import TaskStore
 
 from queues.store import NotFound
+from queues.store.interface import TaskStore
 
 from .models import Kind, Notification, Webhook
 
