@@ -40,6 +40,7 @@ from queues.store.sweep import SweepReport
 from . import reads, rows, schema, sweeping
 from .config import PgStoreConfig
 from .pool import Pool
+from .statistics import TableStatistics
 from .waits import Waits
 from .writes import Conn, Writer, lock, lock_many
 
@@ -61,6 +62,7 @@ class PostgresStore:
         self._writer = Writer(config.events_table)
         self._events = sql.Identifier(config.events_table)
         self._waits = Waits(self._pool, poll_seconds=config.poll_seconds)
+        self._statistics = TableStatistics(self._pool)
         self._known_queues: set[tuple[str, str]] = set()
 
     def close(self) -> None:
@@ -202,6 +204,7 @@ class PostgresStore:
                 if task.id not in prior:
                     raise StorageUnavailable("The idempotency key kept changing; try again.")
                 priors.update(prior)
+        self._statistics.inserted(len(tasks) - len(priors))
         return [
             PostResult(task=priors[t.id], replayed=True)
             if t.id in priors

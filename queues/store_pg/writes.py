@@ -26,48 +26,67 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 CHANNEL = "taskhoster"  # NOTIFY's channel; the payload is "host/queue/task_id/event"
 
 
-def _arrays(types: tuple[str, ...]) -> sql.Composable:
-    """unnest's arguments: one typed array parameter per column."""
-    return sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in types)
+def _recordset(columns: tuple[str, ...], types: tuple[str, ...]) -> sql.Composable:
+    """A batch's rows as one JSON parameter, unpacked by the server into the typed row `v`.
+    One text parameter, where an array per column made psycopg escape every element of
+    every array in Python (most of a batch's client time)."""
+    return sql.SQL("json_to_recordset(%s::json) AS v({})").format(
+        sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t))
+            for c, t in zip(columns, types, strict=True)
+        )
+    )
 
 
-def _columns(values: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Rows as columns (the arrays unnest takes)."""
-    return [list(column) for column in zip(*values, strict=True)] if values else [[]] * width
+def _rows_json(columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> str:
+    return orjson.dumps([dict(zip(columns, row, strict=True)) for row in values]).decode()
 
 
 def _value(column: str) -> sql.Composable:
-    """A column's value from the unnested row `v` (the record's text is json again)."""
+    """A column's value from the unpacked row `v` (the record's text is json again)."""
     value = sql.SQL("v.{}").format(sql.Identifier(column))
     return sql.SQL("{}::json").format(value) if column == "record" else value
 
 
-# Every change of a call in one statement: the rows' new values as arrays, joined on the id.
-_UPDATE_MANY = sql.SQL(
-    "UPDATE th_tasks AS t SET {} FROM unnest(%s::text[], {}) AS v(id, {})"
-    " WHERE t.host = %s AND t.queue = %s AND t.id = v.id"
-).format(
-    sql.SQL(", ").join(
-        sql.SQL("{} = {}").format(sql.Identifier(c), _value(c)) for c in rows.TASK_COLUMNS
-    ),
-    _arrays(rows.TASK_TYPES),
-    sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
+_ID_TASK_COLUMNS = ("id", *rows.TASK_COLUMNS)
+_ID_TASK_TYPES = ("text", *rows.TASK_TYPES)
+# Every change of a call in one statement: the rows' new values, joined on the id. Composed
+# once into text: psycopg then caches the statement's parse, which it does not for sql objects.
+_UPDATE_MANY = (
+    sql.SQL(
+        "UPDATE th_tasks AS t SET {} FROM {} WHERE t.host = %s AND t.queue = %s AND t.id = v.id"
+    )
+    .format(
+        sql.SQL(", ").join(
+            sql.SQL("{} = {}").format(sql.Identifier(c), _value(c)) for c in rows.TASK_COLUMNS
+        ),
+        _recordset(_ID_TASK_COLUMNS, _ID_TASK_TYPES),
+    )
+    .as_string(None)
 )
-_INSERT_MANY = sql.SQL(
-    "INSERT INTO th_tasks (host, queue, id, {}) SELECT %s, %s, v.id, {}"
-    " FROM unnest(%s::text[], {}) AS v(id, {})"
-).format(
-    sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
-    sql.SQL(", ").join(_value(c) for c in rows.TASK_COLUMNS),
-    _arrays(rows.TASK_TYPES),
-    sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
+_INSERT_MANY = (
+    sql.SQL("INSERT INTO th_tasks (host, queue, id, {}) SELECT %s, %s, v.id, {} FROM {}")
+    .format(
+        sql.SQL(", ").join(sql.Identifier(c) for c in rows.TASK_COLUMNS),
+        sql.SQL(", ").join(_value(c) for c in rows.TASK_COLUMNS),
+        _recordset(_ID_TASK_COLUMNS, _ID_TASK_TYPES),
+    )
+    .as_string(None)
 )
-_NOTIFY_MANY = "SELECT pg_notify(%s, note) FROM unnest(%s::text[]) AS note"
+_NOTIFY_MANY = "SELECT pg_notify(%s, note) FROM json_array_elements_text(%s::json) AS note"
 _INSERT = sql.SQL(
     "INSERT INTO th_tasks (host, queue, id, key_item_hash, {}) VALUES (%s, %s, %s, %s, {})"
 ).format(
     sql.SQL(", ").join(sql.Identifier(column) for column in rows.TASK_COLUMNS),
     sql.SQL(", ").join(sql.Placeholder() for _ in rows.TASK_COLUMNS),
+)
+# One index probe per id, in id order, whatever the planner believes of the table: with a
+# filter on (host, queue) and `id = ANY(...)` it may scan the whole queue when its statistics
+# are cold (a new or fast-growing queue), and each batch would cost the queue's depth.
+_LOCK_MANY = (
+    "SELECT t.record::text FROM unnest(%b::text[]) WITH ORDINALITY AS i(id, n),"
+    " LATERAL (SELECT record FROM th_tasks"
+    " WHERE host = %s AND queue = %s AND id = i.id FOR UPDATE) AS t ORDER BY i.n"
 )
 _LOCK_ONE = "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = %s"
 
@@ -83,11 +102,7 @@ def lock(conn: Conn, host: str, queue: str, task_id: str) -> Task:
 def lock_many(conn: Conn, host: str, queue: str, task_ids: list[str]) -> dict[str, Task]:
     """The records of those of `task_ids` that exist, locked in id order (so two batches
     naming the same tasks cannot wait on each other)."""
-    found = conn.execute(
-        "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = ANY(%s)"
-        " ORDER BY id FOR UPDATE",
-        (host, queue, task_ids),
-    ).fetchall()
+    found = conn.execute(_LOCK_MANY, (sorted(task_ids), host, queue)).fetchall()
     tasks = [rows.task_of(row[0]) for row in found]
     return {task.id: task for task in tasks}
 
@@ -98,13 +113,18 @@ class Writer:
     def __init__(self, events_table: str) -> None:
         columns = sql.SQL(", ").join(sql.Identifier(c) for c in rows.EVENT_COLUMNS)
         # every event row of a call in one statement, in the order given
-        self.insert_events = sql.SQL(
-            "INSERT INTO {} ({}, {}) SELECT v.*, nextval('th_event_offsets') FROM unnest({}) AS v"
-        ).format(
-            sql.Identifier(events_table),
-            columns,
-            sql.Identifier("offset"),
-            _arrays(rows.EVENT_TYPES),
+        self.insert_events = (
+            sql.SQL("INSERT INTO {} ({}, {}) SELECT {}, nextval('th_event_offsets') FROM {}")
+            .format(
+                sql.Identifier(events_table),
+                columns,
+                sql.Identifier("offset"),
+                sql.SQL(", ").join(
+                    sql.SQL("v.{}").format(sql.Identifier(c)) for c in rows.EVENT_COLUMNS
+                ),
+                _recordset(rows.EVENT_COLUMNS, rows.EVENT_TYPES),
+            )
+            .as_string(None)
         )
 
     def insert(
@@ -123,7 +143,7 @@ class Writer:
             values = [(t.id, *rows.task_values(t)) for t in tasks]
             conn.execute(
                 _INSERT_MANY,
-                (tasks[0].host, tasks[0].queue, *_columns(values, len(rows.TASK_COLUMNS) + 1)),
+                (tasks[0].host, tasks[0].queue, _rows_json(_ID_TASK_COLUMNS, values)),
             )
         self._posted(conn, tasks, now=now, settings=settings, because=because)
 
@@ -193,11 +213,7 @@ class Writer:
             values = [(c.new.id, *rows.task_values(c.new)) for c in changes]
             conn.execute(
                 _UPDATE_MANY,
-                (
-                    *_columns(values, len(rows.TASK_COLUMNS) + 1),
-                    changes[0].new.host,
-                    changes[0].new.queue,
-                ),
+                (_rows_json(_ID_TASK_COLUMNS, values), changes[0].new.host, changes[0].new.queue),
             )
         self._archive(conn, bodies, now)
         self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
@@ -252,9 +268,9 @@ class Writer:
                 rows.event_values(t, event, now=now, worker=w, archived=a, because=b)
                 for t, event, w, a, b in lines
             ]
-            conn.execute(self.insert_events, _columns(values, len(rows.EVENT_COLUMNS)))
+            conn.execute(self.insert_events, (_rows_json(rows.EVENT_COLUMNS, values),))
         if notes:
-            conn.execute(_NOTIFY_MANY, (CHANNEL, notes))
+            conn.execute(_NOTIFY_MANY, (CHANNEL, orjson.dumps(notes).decode()))
 
 
 def _payload_name(task: Task, event: str | None, kind: str) -> str:
