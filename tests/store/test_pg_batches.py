@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from queues.store import PostEntry, Report, Reported
-from queues.store_pg.writes import _LOCK_MANY
+from queues.store_pg import writes
 
 from . import pg
 from .conftest import HOST, QUEUE, SETTINGS
@@ -59,15 +59,15 @@ def test_a_growing_queue_gets_statistics_and_its_batch_locks_probe_the_index(ph)
             " AND relname = 'th_tasks'",
             (ph.config.schema,),
         ).fetchone()
-        plan = "\n".join(
-            row["QUERY PLAN"]
-            for row in conn.execute(
-                "EXPLAIN (ANALYZE, COSTS OFF) " + _LOCK_MANY, (sorted(ids[:100]), HOST, QUEUE)
-            )
-        )
+        locking = _plan(conn, "EXPLAIN (ANALYZE, COSTS OFF) " + writes._LOCK_MANY,
+                        (sorted(ids[:100]), HOST, QUEUE))  # fmt: skip
     assert analyzed is not None and analyzed["last_analyze"] is not None
     # each id found by its primary key, not by reading the queue's rows and dropping the rest
-    assert "th_tasks_pkey" in plan and "Rows Removed by Filter" not in plan, plan
+    assert "th_tasks_pkey" in locking and "Rows Removed by Filter" not in locking, locking
+
+
+def _plan(conn, statement: str, params: tuple) -> str:
+    return "\n".join(row["QUERY PLAN"] for row in conn.execute(statement, params))
 
 
 def test_a_queue_that_stays_small_is_not_analyzed_by_its_posts(ph):
