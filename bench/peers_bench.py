@@ -89,6 +89,12 @@ SYSTEMS = (
     System("taskhoster-pg-batch", f"taskhoster PostgreSQL store, batches of {BATCH}",
            "yes (WAL flush per commit)", "server (PostgreSQL, TCP)",
            baseline="huey-sqlite-fsync", consumers=(1, 2, 4)),
+    # The floor under the one-at-a-time row: the same round trips and durable commits a task
+    # costs the store (a claim: a locking read, then its write and COMMIT; a finish: the
+    # same), in bare SQL on a one-table queue, with no event rows, no NOTIFY, no Python rules.
+    System("taskhoster-pg-floor", "PostgreSQL floor: bare SQL, 2 durable commits a task",
+           "yes (WAL flush per commit)", "server (PostgreSQL, TCP)",
+           baseline="huey-sqlite-fsync", consumers=(1, 2, 4)),
 )  # fmt: skip
 
 
@@ -333,6 +339,62 @@ def pg_run(dsn: str, n: int, consumers: int, *, batched: bool) -> dict[str, floa
     return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
 
 
+_FLOOR_CLAIM = (
+    "SELECT id FROM floor_tasks WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def _pg_floor_consume(dsn: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    import psycopg
+
+    done = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        start.wait()
+        while True:
+            with conn.pipeline(), conn.transaction():
+                row = conn.execute(_FLOOR_CLAIM).fetchone()
+                if row is None:
+                    break
+                conn.execute("UPDATE floor_tasks SET status = 'processing' WHERE id = %s", row)
+            with conn.pipeline(), conn.transaction():
+                conn.execute("SELECT status FROM floor_tasks WHERE id = %s FOR UPDATE", row)
+                conn.execute("UPDATE floor_tasks SET status = 'done' WHERE id = %s", row)
+            done += 1
+    out.put(done)
+
+
+def pg_floor_run(dsn: str, n: int, consumers: int) -> dict[str, float]:
+    """n rows drained one at a time by `consumers` processes in bare SQL (see the system)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS floor_tasks")
+        conn.execute("CREATE TABLE floor_tasks (id bigint PRIMARY KEY, status text NOT NULL,"
+                     " record json NOT NULL)")  # fmt: skip
+        started = time.perf_counter()
+        conn.execute("INSERT INTO floor_tasks SELECT i, 'pending', '{\"n\": 1}'"
+                     " FROM generate_series(1, %s) AS i", (n,))  # fmt: skip
+        post_s = time.perf_counter() - started
+        conn.execute("ANALYZE floor_tasks")
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_pg_floor_consume, args=(dsn, start, out))
+             for _ in range(consumers)]  # fmt: skip
+    for p in procs:
+        p.start()
+    time.sleep(1.5)  # every consumer connected: not timed
+    started = time.perf_counter()
+    start.set()
+    drained = sum(out.get() for _ in procs)
+    drain_s = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    assert drained == n, (drained, n)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE floor_tasks")
+    return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
+
+
 def pg_database(server: str, name: str) -> str | None:
     """A fresh database `name` on `server` (made again if a run left it); None, saying why,
     when no server answers."""
@@ -465,7 +527,10 @@ def main() -> None:
                 result = Result(system.key, consumers, tasks, [], [])
                 for run in range(runs):
                     root = Path(tmp) / f"{system.key}-{consumers}-{run}"
-                    if system.key.startswith("taskhoster-pg"):
+                    if system.key == "taskhoster-pg-floor":
+                        assert pg_dsn is not None
+                        got = pg_floor_run(pg_dsn, tasks, consumers)
+                    elif system.key.startswith("taskhoster-pg"):
                         assert pg_dsn is not None
                         got = pg_run(pg_dsn, tasks, consumers, batched="batch" in system.key)
                     elif system.key.startswith("taskhoster"):
