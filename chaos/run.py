@@ -215,6 +215,8 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
                 last_report = time.monotonic()
             time.sleep(0.1)
         timings["drain"] = time.monotonic() - calm
+        # a producer that crashed leaves its tasks unposted: no checker figure would show it
+        crashed = [f"p{i} rc {p.returncode}" for i, p in enumerate(producers) if p.poll()]
         fleet.stop_all()
         kill_group(server.sweeper)
         for p in producers:
@@ -238,9 +240,17 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
         failures = fig.failures()
         if api_mismatch != "yes":
             failures.append("API disagrees with the store")
+        if crashed or fig.tasks_intended != args.tasks:
+            failures.append(
+                f"producers ended early ({', '.join(crashed) or 'no crash'}): "
+                f"{fig.tasks_intended} of {args.tasks} tasks intended"
+            )
         if len(sweeps) >= 30:
             failures.append("no fixpoint in 30 sweeps")
-        print(f"command: python -m chaos.run {' '.join(sys.argv[1:])} --seed {args.seed}")
+        replay = " ".join(sys.argv[1:])
+        if "--seed" not in sys.argv[1:]:
+            replay += f" --seed {args.seed}"
+        print(f"command: python -m chaos.run {replay}")
         print("FAIL: " + ", ".join(failures) if failures else "PASS")
         code = 1 if failures else 0
         return code
