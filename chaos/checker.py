@@ -20,9 +20,10 @@ Definitions (quality.md "chaos", reliability.md T4):
   state write and the log append (the workers' own claim lines are counted beside).
 - a duplicate is every claim after a task's first. Claim k is explained when E holds a `requeue`
   (or `retried`) line for the task with `attempts` k-1 (the one that ended attempt k-1), no later
-  than the claim. (Lines from two processes can land in the log in either order when a claim
-  follows a requeue within a millisecond; the requeue's `at` is its sweep's start, so time
-  orders them.)
+  than the claim. (Lines from two processes can land in the day-files in either order when a
+  claim follows a requeue within a millisecond; the requeue's `at` is its sweep's start, so
+  time orders them. The PostgreSQL event table's rows are in the order of the task's changes,
+  so row order does: see `no_later`.)
 - overwritten: more than one `result` line for a task, more than one result a worker saw
   accepted, or a final result whose attempt is not the task's last attempt.
 """
@@ -111,7 +112,7 @@ def read_pg_events(dsn: str, table: str = PG_EVENTS_TABLE) -> list[dict[str, Any
         sql.Identifier(table)
     )
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
-        return [line_of(row) for row in conn.execute(query, (HOST, QUEUE))]
+        return [{**line_of(row), "_row": row["id"]} for row in conn.execute(query, (HOST, QUEUE))]
 
 
 @dataclass
@@ -250,9 +251,10 @@ def check(run_dir: Path, pg_dsn: str | None = None, events_table: str = PG_EVENT
         fig.claims += last
         for this in range(2, last + 1):
             # the requeue that ended attempt this-1, no later than claim `this`
-            at = claims[this]["at"] if this in claims else "~"
             if any(
-                ln["event"] in EXPLAINS and ln["attempts"] == this - 1 and ln["at"] <= at
+                ln["event"] in EXPLAINS
+                and ln["attempts"] == this - 1
+                and no_later(ln, claims.get(this))
                 for ln in lines
             ):
                 fig.explained_duplicates += 1
@@ -296,6 +298,21 @@ def check(run_dir: Path, pg_dsn: str | None = None, events_table: str = PG_EVENT
                     fig.overwritten.append(line["task"])
         fig.pause_outcomes = dict(outcomes)
     return fig
+
+
+def no_later(line: dict[str, Any], claim: dict[str, Any] | None) -> bool:
+    """Whether `line` came no later than `claim` (a claim with no line: whenever it was).
+
+    Day-files: by `at`, since two processes' lines land in either order. The PostgreSQL event
+    table: by row order, since a task's rows are written under its row lock, in the order of
+    its changes; their `at` is each verb's start, so a claim that began before a sweep and
+    took the task once the sweep's requeue committed has the earlier `at` (the full run met
+    it: a claim 6 ms "before" the requeue it followed)."""
+    if claim is None:
+        return True
+    if "_row" in line and "_row" in claim:
+        return bool(line["_row"] < claim["_row"])
+    return bool(line["at"] <= claim["at"])
 
 
 def _event_lines(
