@@ -30,17 +30,27 @@ T0 = 1_751_500_000_000
 S = QueueSettings(lease_seconds=10)
 SWEPT = "swept"
 
-pytestmark = pytest.mark.skipif(pgcluster.missing() is not None, reason=str(pgcluster.missing()))
-
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PgCluster]:
+    why = pgcluster.missing()
+    if why is not None:
+        pytest.skip(why)
     pg = PgCluster()
     try:
         pg.init()
         yield pg
     finally:
         pg.destroy()
+
+
+def test_without_the_server_binaries_the_run_says_so_in_one_line_and_exits_2(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path)}  # no initdb, no postgres, no setpriv
+    argv = [sys.executable, "-m", "chaos.run", "--quick", "--store", "postgres"]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "needs initdb, postgres, setpriv" in done.stderr
 
 
 def test_a_committed_row_survives_a_crash_and_a_fast_stop(cluster):
