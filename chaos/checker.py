@@ -1,6 +1,11 @@
 """The checker: the producers' acks (A), the final state of every task (F, read from the store),
-and the event log (E). `python -m chaos.checker RUN_DIR` prints the figures and exits 1 on any
-lost, stuck, unexpected, unexplained duplicate or overwritten result.
+and the event log (E). `python -m chaos.checker RUN_DIR [--pg DSN]` prints the figures and exits
+1 on any lost, stuck, unexpected, unexplained duplicate or overwritten result.
+
+F and E come from the file store's task files and day-files, or, for a PostgreSQL run, from
+its tables: th_tasks (one row per task, its record the winner: there are no copies) and the
+store's events table, whose rows are turned back into the file store's lines (rows.line_of),
+in the order they were inserted. The definitions below are the same for both.
 
 Definitions (quality.md "chaos", reliability.md T4):
 - lost: an acknowledged id that is not terminal in F (missing, or still pending/processing).
@@ -15,9 +20,10 @@ Definitions (quality.md "chaos", reliability.md T4):
   state write and the log append (the workers' own claim lines are counted beside).
 - a duplicate is every claim after a task's first. Claim k is explained when E holds a `requeue`
   (or `retried`) line for the task with `attempts` k-1 (the one that ended attempt k-1), no later
-  than the claim. (Lines from two processes can land in the log in either order when a claim
-  follows a requeue within a millisecond; the requeue's `at` is its sweep's start, so time
-  orders them.)
+  than the claim. (Lines from two processes can land in the day-files in either order when a
+  claim follows a requeue within a millisecond; the requeue's `at` is its sweep's start, so
+  time orders them. The PostgreSQL event table's rows are in the order of the task's changes,
+  so row order does: see `no_later`.)
 - overwritten: more than one `result` line for a task, more than one result a worker saw
   accepted, or a final result whose attempt is not the task's last attempt.
 """
@@ -33,7 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .server import HOST, QUEUE
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from queues.store_pg.rows import line_of
+
+from .server import HOST, PG_EVENTS_TABLE, QUEUE
 
 TERMINAL = {"finished", "failed", "cancelled"}
 EXPLAINS = {"requeue", "retried"}
@@ -79,6 +91,30 @@ def read_store(items: Path) -> tuple[dict[str, dict[str, Any]], int]:
     return best, extra
 
 
+def read_pg_store(dsn: str) -> tuple[dict[str, dict[str, Any]], int]:
+    """Every task's record from th_tasks (the row is the task: no extra copies exist)."""
+    best: dict[str, dict[str, Any]] = {}
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute(
+            "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s", (HOST, QUEUE)
+        )
+        for (text,) in found:
+            rec = json.loads(text)
+            rec["_dir"] = "postgres"
+            best[rec["id"]] = rec
+    return best, 0
+
+
+def read_pg_events(dsn: str, table: str = PG_EVENTS_TABLE) -> list[dict[str, Any]]:
+    """The queue's event rows as the file store's lines, in insertion order (a task's rows
+    are written under its row lock, so a later change's row always comes later)."""
+    query = sql.SQL("SELECT * FROM {} WHERE host = %s AND queue = %s ORDER BY id").format(
+        sql.Identifier(table)
+    )
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        return [{**line_of(row), "_row": row["id"]} for row in conn.execute(query, (HOST, QUEUE))]
+
+
 @dataclass
 class Figures:
     tasks_intended: int = 0
@@ -119,7 +155,8 @@ class Figures:
         return out
 
 
-def check(run_dir: Path) -> Figures:
+def check(run_dir: Path, pg_dsn: str | None = None, events_table: str = PG_EVENTS_TABLE) -> Figures:
+    """The figures of a run; F and E from its PostgreSQL store when `pg_dsn` is given."""
     fig = Figures()
     # A: intents and acks
     intents: set[str] = set()
@@ -142,7 +179,10 @@ def check(run_dir: Path) -> Figures:
     fig.tasks_intended, fig.acked = len(intents), len(acks)
 
     # F: the store after the fixpoint
-    tasks, fig.extra_copies = read_store(run_dir / "items")
+    if pg_dsn:
+        tasks, fig.extra_copies = read_pg_store(pg_dsn)
+    else:
+        tasks, fig.extra_copies = read_store(run_dir / "items")
     fig.tasks_in_store = len(tasks)
     acked_ids = set(acks.values())
     for tid in acks.values():
@@ -166,10 +206,7 @@ def check(run_dir: Path) -> Figures:
 
     # E: the event log, day-files in date order, lines in file order
     events: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-    for path in sorted((run_dir / "logs" / "tasks").glob("*.jsonl")):
-        lines, torn = read_jsonl(path)
-        fig.torn_lines += torn
-        fig.event_lines += len(lines)
+    for lines in _event_lines(run_dir, fig, pg_dsn, events_table):
         for line in lines:
             if line.get("queue") == QUEUE and "id" in line:
                 events[line["id"]].append(line)
@@ -214,9 +251,10 @@ def check(run_dir: Path) -> Figures:
         fig.claims += last
         for this in range(2, last + 1):
             # the requeue that ended attempt this-1, no later than claim `this`
-            at = claims[this]["at"] if this in claims else "~"
             if any(
-                ln["event"] in EXPLAINS and ln["attempts"] == this - 1 and ln["at"] <= at
+                ln["event"] in EXPLAINS
+                and ln["attempts"] == this - 1
+                and no_later(ln, claims.get(this))
                 for ln in lines
             ):
                 fig.explained_duplicates += 1
@@ -260,6 +298,37 @@ def check(run_dir: Path) -> Figures:
                     fig.overwritten.append(line["task"])
         fig.pause_outcomes = dict(outcomes)
     return fig
+
+
+def no_later(line: dict[str, Any], claim: dict[str, Any] | None) -> bool:
+    """Whether `line` came no later than `claim` (a claim with no line: whenever it was).
+
+    Day-files: by `at`, since two processes' lines land in either order. The PostgreSQL event
+    table: by row order, since a task's rows are written under its row lock, in the order of
+    its changes; their `at` is each verb's start, so a claim that began before a sweep and
+    took the task once the sweep's requeue committed has the earlier `at` (the full run met
+    it: a claim 6 ms "before" the requeue it followed)."""
+    if claim is None:
+        return True
+    if "_row" in line and "_row" in claim:
+        return bool(line["_row"] < claim["_row"])
+    return bool(line["at"] <= claim["at"])
+
+
+def _event_lines(
+    run_dir: Path, fig: Figures, pg_dsn: str | None, events_table: str
+) -> list[list[dict[str, Any]]]:
+    """E's lines, one list per day-file (the event table's rows: one list)."""
+    out = []
+    if pg_dsn:
+        out.append(read_pg_events(pg_dsn, events_table))
+    else:
+        for path in sorted((run_dir / "logs" / "tasks").glob("*.jsonl")):
+            lines, torn = read_jsonl(path)
+            fig.torn_lines += torn
+            out.append(lines)
+    fig.event_lines += sum(len(lines) for lines in out)
+    return out
 
 
 def render(fig: Figures) -> str:
@@ -308,8 +377,10 @@ def render(fig: Figures) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description="Check a chaos run's directory.")
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--pg", metavar="DSN", help="a PostgreSQL run: F and E from this database")
+    p.add_argument("--events-table", default=PG_EVENTS_TABLE)
     a = p.parse_args()
-    fig = check(a.run_dir)
+    fig = check(a.run_dir, a.pg, a.events_table)
     print(render(fig))
     failures = fig.failures()
     print("FAIL: " + ", ".join(failures) if failures else "PASS")

@@ -4,6 +4,10 @@ The nemesis runs in the runner's own process as a bounded loop. Its operations a
 once from the seed and paced by the run's progress (the count of done tasks), so that kills
 land all along the work instead of in its first seconds; a stalled run still moves on after
 `max_gap` seconds, so the nemesis always ends.
+
+With a private PostgreSQL cluster (`--store postgres`) it also restarts the database: mostly
+crashes (every postgres process SIGKILLed), every third one a fast shutdown, each followed by a
+short random time down before the cluster starts again on the same data dir and port.
 """
 
 from __future__ import annotations
@@ -20,8 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from .pgcluster import PgCluster
 from .server import HOST, QUEUE, ROOT, Server, kill_group
 
+_TASK_ROW = "SELECT status, record FROM th_tasks WHERE host = %s AND queue = %s AND id = %s"
 RECENT_START_SECONDS = 1.0  # a worker just started or resumed is left to report first
 
 
@@ -117,10 +125,15 @@ class Nemesis:
         pause_seconds: float,
         sweep_interval: float,
         max_gap: float,
+        pg: PgCluster | None = None,
+        pg_restarts: int = 0,
+        pg_down_seconds: float = 3.0,
     ) -> None:
         self.server, self.fleet = server, fleet
+        self.pg, self.pg_down_seconds = pg, pg_down_seconds
         self.rng = random.Random(seed)  # noqa: S311 (seeded, to replay a run; not security)
         ops = ["kill"] * kills + ["pause"] * pauses + ["web"] * web_kills + ["sweep"] * sweep_kills
+        ops += ["pg"] * (pg_restarts if pg is not None else 0)
         self.rng.shuffle(ops)
         self.ops = ops
         self.pause_seconds, self.sweep_interval, self.max_gap = (
@@ -130,6 +143,8 @@ class Nemesis:
         )
         self.log = open(run_dir / "nemesis.jsonl", "a", buffering=1)  # noqa: SIM115 (open for the whole run)
         self.done: dict[str, int] = {"kill": 0, "pause": 0, "web": 0, "sweep": 0}
+        if pg is not None:
+            self.done["pg"] = 0
         self.missed: dict[str, int] = {"pause": 0, "web": 0}
 
     def note(self, **line: Any) -> None:
@@ -173,6 +188,8 @@ class Nemesis:
     def _pause_state(self, slot: Slot) -> str:
         """ "held": the store still shows the paused worker's lease; "finished": its result
         landed before the stop (it was waiting for the answer); else "requeued"."""
+        if self.server.pg_dsn:
+            return self._pg_pause_state(slot)
         base = self.server.items / HOST / QUEUE
         for directory, field in (("processing", "lease"), ("done", "result")):
             try:
@@ -182,6 +199,23 @@ class Nemesis:
             mark = record.get(field) or {}
             if isinstance(mark, dict) and slot.name in (mark.get("worker"), mark.get("by")):
                 return "held" if directory == "processing" else "finished"
+        return "requeued"
+
+    def _pg_pause_state(self, slot: Slot) -> str:
+        """The same, from the task's row; "held" while the database cannot say (it is down)."""
+        try:
+            with psycopg.connect(self.server.pg_dsn or "", connect_timeout=2) as conn:
+                row = conn.execute(_TASK_ROW, (HOST, QUEUE, slot.paused_task)).fetchone()
+        except psycopg.Error:
+            return "held"
+        if row is None:
+            return "requeued"
+        status, record = row
+        record = json.loads(record) if isinstance(record, str) else record
+        field = {"processing": "lease", "finished": "result"}.get(status)
+        mark = record.get(field) if field else None
+        if isinstance(mark, dict) and slot.name in (mark.get("worker"), mark.get("by")):
+            return "held" if status == "processing" else "finished"
         return "requeued"
 
     def _runnable(self) -> list[Slot]:
@@ -242,9 +276,30 @@ class Nemesis:
         self.server.start_sweeper(self.sweep_interval)
         return True
 
+    def pg_restart(self) -> bool:
+        """Crash the database (or, every third time, stop it fast), down 0.5 s to
+        `pg_down_seconds`, then start it again on the same data dir and port."""
+        assert self.pg is not None, "a pg operation is only drawn with a cluster"
+        crash = self.pg.restarts % 3 != 2
+        down = self.rng.uniform(0.5, self.pg_down_seconds)
+        started = time.monotonic()
+        self.pg.restart(crash=crash, pause=down)
+        self.note(
+            op="pg_crash" if crash else "pg_fast_stop",
+            down=round(down, 2),
+            seconds=round(time.monotonic() - started, 2),
+        )
+        return True
+
     def run(self, progress: Callable[[], float], deadline: float) -> None:
         """Do every operation, op i once `progress()` reaches i/len(ops) (or max_gap passed)."""
-        actions = {"kill": self.kill, "pause": self.pause, "web": self.web, "sweep": self.sweep}
+        actions = {
+            "kill": self.kill,
+            "pause": self.pause,
+            "web": self.web,
+            "sweep": self.sweep,
+            "pg": self.pg_restart,
+        }
         last = time.monotonic()
         i = 0
         while i < len(self.ops) and time.monotonic() < deadline:

@@ -4,7 +4,8 @@ retrying (same key) on connection errors and 5xx until acknowledged or out of ti
 The log has an `intent` line before a key's first try and an `ack` line with the task id after
 its answer: a task that exists without an ack is explained by an intent whose answer was lost.
 To keep the nemesis meeting posts all along the run (not only in its first seconds), a producer
-holds back while more than `--backlog` tasks are pending, read straight from the store.
+holds back while more than `--backlog` tasks are pending, read straight from the store (the
+queue's pending directory, or with `--pending-dsn` the PostgreSQL store's table).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 import random
 import time
 
+import psycopg
+
 from taskhoster.client import ApiError, Client
 
 from .server import HOST, QUEUE
@@ -24,7 +27,17 @@ TASKS_PATH = f"/queues/{HOST}/{QUEUE}/tasks"
 KEY_DEADLINE_SECONDS = 120.0  # one key's retries stop after this (a server down for 2 min)
 
 
-def pending_count(pending_dir: str) -> int:
+PENDING_SQL = "SELECT count(*) FROM th_tasks WHERE host = %s AND queue = %s AND status = 'pending'"
+
+
+def pending_count(pending_dir: str, pending_dsn: str = "") -> int:
+    if pending_dsn:
+        try:
+            with psycopg.connect(pending_dsn, connect_timeout=2) as conn:
+                row = conn.execute(PENDING_SQL, (HOST, QUEUE)).fetchone()
+        except psycopg.Error:
+            return 0  # the database is down: the posts will find out and retry
+        return int(row[0]) if row else 0
     try:
         return sum(1 for e in os.scandir(pending_dir) if e.name.endswith(".json"))
     except FileNotFoundError:
@@ -42,6 +55,7 @@ def run(
     seed: int,
     pending_dir: str,
     backlog: int,
+    pending_dsn: str = "",
 ) -> None:
     rng = random.Random(seed)  # noqa: S311 (seeded, to replay a run; not security)
     client = Client(url, token=token, timeout=10)
@@ -49,7 +63,7 @@ def run(
     for n in range(first, first + count):
         if n % 25 == 0:
             for _ in range(600):  # at most 60 s held back: the run's own deadline is the judge
-                if pending_count(pending_dir) <= backlog:
+                if pending_count(pending_dir, pending_dsn) <= backlog:
                     break
                 time.sleep(0.1)
         key = f"{run_id}-{n}"
@@ -85,8 +99,21 @@ def main() -> None:
         p.add_argument(arg, required=True)
     for arg in ("--first", "--count", "--seed", "--backlog"):
         p.add_argument(arg, type=int, required=True)
+    p.add_argument("--pending-dsn", default="", help="count the pending tasks in PostgreSQL")
     a = p.parse_args()
-    run(a.url, a.token, a.name, a.log, a.first, a.count, a.run_id, a.seed, a.pending_dir, a.backlog)
+    run(
+        a.url,
+        a.token,
+        a.name,
+        a.log,
+        a.first,
+        a.count,
+        a.run_id,
+        a.seed,
+        a.pending_dir,
+        a.backlog,
+        a.pending_dsn,
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
-"""`python -m chaos.run [--quick] [--tasks N --kills K --pauses P ...]`: the chaos run.
+"""`python -m chaos.run [--quick] [--store postgres] [--tasks N --kills K ...]`: the chaos run.
 
 1. A server on a free loopback port with temp database and dirs, a queue with a short lease,
-   `manage.py sweep --loop` every `--sweep-interval` seconds.
+   `manage.py sweep --loop` every `--sweep-interval` seconds. `--store postgres`: the run first
+   starts a private PostgreSQL cluster (chaos/pgcluster.py: its own temp data dir and port, as
+   the `postgres` OS user, fsync on); the console's database is that cluster and the queue's
+   store is PostgreSQL.
 2. Producers post the tasks (idempotency keys, retrying); workers claim, work, report; the
-   nemesis kills workers, pauses workers past their lease, kills gunicorn workers and the sweep.
+   nemesis kills workers, pauses workers past their lease, kills gunicorn workers and the sweep,
+   and with PostgreSQL crashes (or stops fast) the database and starts it again.
 3. The nemesis stops; the workers drain the queue; the workers and the sweep loop stop; sweeps
    run until two in a row change nothing.
 4. The checker reads A, F and E (chaos/checker.py) and the run exits 1 on any failure.
@@ -25,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import checker
+from . import checker, pgcluster
 from .nemesis import Fleet, Nemesis
-from .server import HOST, QUEUE, ROOT, Server, kill_group
+from .pgcluster import PgCluster
+from .server import HOST, PG_EVENTS_TABLE, QUEUE, ROOT, Server, kill_group
 
 QUICK = {
     "tasks": 1500,
@@ -35,8 +40,11 @@ QUICK = {
     "pauses": 4,
     "web_kills": 4,
     "sweep_kills": 4,
+    "pg_restarts": 3,
     "max_seconds": 170,
 }
+# What --quick adds to the deadline for PostgreSQL: initdb, the restarts and their time down.
+QUICK_PG_EXTRA_SECONDS = 80
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,6 +61,21 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pauses", type=int, default=20, help="SIGSTOPs past the lease")
     p.add_argument("--web-kills", type=int, default=20, help="SIGKILLs of gunicorn workers")
     p.add_argument("--sweep-kills", type=int, default=20, help="SIGKILLs of the sweep loop")
+    p.add_argument(
+        "--store",
+        choices=("files", "postgres"),
+        default="files",
+        help="the queue's store; postgres runs a private PostgreSQL cluster and restarts it",
+    )
+    p.add_argument(
+        "--pg-restarts",
+        type=int,
+        default=10,
+        help="PostgreSQL restarts (--store postgres): crashes, every third a fast stop",
+    )
+    p.add_argument(
+        "--pg-down-seconds", type=float, default=3.0, help="longest time the database stays down"
+    )
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--producers", type=int, default=2)
     p.add_argument("--lease", type=int, default=2, help="seconds")
@@ -75,6 +98,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         for name, value in QUICK.items():
             if name not in given:
                 setattr(args, name, value)
+        if args.store == "postgres" and "max_seconds" not in given:
+            args.max_seconds += QUICK_PG_EXTRA_SECONDS
     if args.seed is None:
         args.seed = random.randrange(1 << 32)  # noqa: S311 (seeded, to replay a run; not security)
     if args.pause_seconds is None:
@@ -85,6 +110,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def start_producers(
     args: argparse.Namespace, server: Server, run_dir: Path, run_id: str
 ) -> list[subprocess.Popen[bytes]]:
+    pending = ["--pending-dsn", server.pg_dsn] if server.pg_dsn else []
     (run_dir / "producers").mkdir(exist_ok=True)
     procs, share = [], -(-args.tasks // args.producers)
     for i in range(args.producers):
@@ -113,6 +139,7 @@ def start_producers(
             str(args.seed + i),
             "--backlog",
             str(args.backlog),
+            *pending,
         ]
         with open(run_dir / "producers" / f"p{i}.err", "wb") as err:
             procs.append(subprocess.Popen(argv, cwd=ROOT, start_new_session=True, stderr=err))  # noqa: S603 (argv is ours)
@@ -127,11 +154,22 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
     started = time.monotonic()
     deadline = started + args.max_seconds
     run_id = f"chaos{args.seed:x}"
-    server = Server(run_dir, lease=args.lease, web_workers=args.web_workers, threads=args.threads)
+    pg = PgCluster(log=run_dir / "postgres.log") if args.store == "postgres" else None
+    server = Server(
+        run_dir,
+        lease=args.lease,
+        web_workers=args.web_workers,
+        threads=args.threads,
+        pg_dsn=pg.dsn if pg else None,
+    )
     fleet = Fleet(run_dir, server, args.workers, args.lease)
     producers: list[subprocess.Popen[bytes]] = []
     timings: dict[str, float] = {}
+    code = 1
     try:
+        if pg is not None:
+            pg.init()
+            say(f"private PostgreSQL on port {pg.port}, data {pg.data}", started)
         server.prepare()
         server.start()
         server.start_sweeper(args.sweep_interval)
@@ -152,6 +190,9 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
             pause_seconds=args.pause_seconds,
             sweep_interval=args.sweep_interval,
             max_gap=2.0,
+            pg=pg,
+            pg_restarts=args.pg_restarts,
+            pg_down_seconds=args.pg_down_seconds,
         )
         work_start = time.monotonic()
         nemesis.run(lambda: server.counts()["done"] / max(1, args.tasks), deadline - 60)
@@ -174,6 +215,8 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
                 last_report = time.monotonic()
             time.sleep(0.1)
         timings["drain"] = time.monotonic() - calm
+        # a producer that crashed leaves its tasks unposted: no checker figure would show it
+        crashed = [f"p{i} rc {p.returncode}" for i, p in enumerate(producers) if p.poll()]
         fleet.stop_all()
         kill_group(server.sweeper)
         for p in producers:
@@ -182,11 +225,13 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
         timings["settle"] = time.monotonic() - calm
         say(f"fixpoint after {len(sweeps)} sweeps: {sweeps[-1] if sweeps else None}", started)
 
-        fig = checker.check(run_dir)
+        fig = checker.check(run_dir, server.pg_dsn, PG_EVENTS_TABLE)
         api_mismatch = api_sample(server, fig, run_dir, args.seed)
         timings["wall"] = time.monotonic() - started
         print(checker.render(fig))
         print(f"{'API agrees with the store (sampled GETs)':<46}  {api_mismatch}")
+        if pg is not None:
+            print(f"{'PostgreSQL restarts (crash / fast stop)':<46}  {_pg_restarts(run_dir)}")
         print(
             f"{'chaos / drain / settle (to fixpoint) / wall':<46}  "
             f"{timings['chaos']:.1f}s / {timings['drain']:.1f}s / {timings['settle']:.1f}s / "
@@ -195,23 +240,45 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
         failures = fig.failures()
         if api_mismatch != "yes":
             failures.append("API disagrees with the store")
+        if crashed or fig.tasks_intended != args.tasks:
+            failures.append(
+                f"producers ended early ({', '.join(crashed) or 'no crash'}): "
+                f"{fig.tasks_intended} of {args.tasks} tasks intended"
+            )
         if len(sweeps) >= 30:
             failures.append("no fixpoint in 30 sweeps")
-        print(f"command: python -m chaos.run {' '.join(sys.argv[1:])} --seed {args.seed}")
+        replay = " ".join(sys.argv[1:])
+        if "--seed" not in sys.argv[1:]:
+            replay += f" --seed {args.seed}"
+        print(f"command: python -m chaos.run {replay}")
         print("FAIL: " + ", ".join(failures) if failures else "PASS")
-        return 1 if failures else 0
+        code = 1 if failures else 0
+        return code
     finally:
         for p in producers:
             kill_group(p)
         fleet.kill_all()
         server.stop()
+        if pg is not None:
+            # a failed run keeps the cluster's files beside its run directory's
+            pg.destroy(keep=code != 0)
+            if code != 0:
+                print(f"PostgreSQL data kept: {pg.data} (port {pg.port}; postgres -D to look)")
+
+
+def _pg_restarts(run_dir: Path) -> str:
+    ops = [line.get("op") for line in checker.read_jsonl(run_dir / "nemesis.jsonl")[0]]
+    return f"{ops.count('pg_crash')} / {ops.count('pg_fast_stop')}"
 
 
 def api_sample(server: Server, fig: checker.Figures, run_dir: Path, seed: int) -> str:
     """GET a sample of tasks through the API as their operator: the answer is the store's."""
     from taskhoster.client import ApiError, Client
 
-    tasks, _ = checker.read_store(run_dir / "items")
+    if server.pg_dsn:
+        tasks, _ = checker.read_pg_store(server.pg_dsn)
+    else:
+        tasks, _ = checker.read_store(run_dir / "items")
     ids = sorted(tasks)
     sample = random.Random(seed).sample(ids, min(300, len(ids)))  # noqa: S311 (seeded, to replay a run; not security)
     client = Client(server.url, token=server.tokens["olga"], timeout=10)
@@ -229,6 +296,9 @@ def api_sample(server: Server, fig: checker.Figures, run_dir: Path, seed: int) -
 
 def main() -> None:
     args = parse()
+    if args.store == "postgres" and (why := pgcluster.missing()) is not None:
+        print(f"chaos: {why}; cannot run --store postgres here.", file=sys.stderr)
+        sys.exit(2)
     # SIGTERM (a CI timeout) unwinds through the finally that kills every child.
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
     if args.dir is not None:

@@ -1,5 +1,9 @@
 """The system under test: gunicorn and `manage.py sweep --loop` on a temp database and dirs.
 
+With `pg_dsn` the console's database is the run's private PostgreSQL cluster
+(chaos/pgcluster.py) and the chaos queue's store is PostgreSQL, so its tasks and its event
+rows (Task Logs' table: the store shares the console's database) live there.
+
 Every process is started in a session of its own, so that one `killpg` ends it with all its
 children (gunicorn's workers die with their master), whatever happens to the run.
 """
@@ -16,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST, QUEUE = "chaos.example.com", "work"
@@ -49,9 +55,30 @@ def kill_group(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGKILL) ->
             proc.wait(timeout=10)  # reap it, so that no zombie outlives the run
 
 
+# The store's events table when the console's database is the store's (queues/pg_location.py)
+PG_EVENTS_TABLE = "tasklogs_taskevent"
+# the states the run watches, from the store's status column
+_COUNTS = (
+    "SELECT CASE WHEN status IN ('pending', 'processing') THEN status ELSE 'done' END, count(*)"
+    " FROM th_tasks WHERE host = %s AND queue = %s GROUP BY 1"
+)
+
+
 class Server:
-    def __init__(self, run_dir: Path, *, lease: int, web_workers: int, threads: int) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        lease: int,
+        web_workers: int,
+        threads: int,
+        pg_dsn: str | None = None,
+    ) -> None:
         self.run_dir, self.lease = run_dir, lease
+        # None: the file store on a temp SQLite console; else the PostgreSQL store on it
+        self.pg_dsn = pg_dsn
+        self._last_counts = {"pending": 0, "processing": 0, "done": 0}
+        self._counts_conn: psycopg.Connection[Any] | None = None
         self.web_workers, self.threads = web_workers, threads
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -64,7 +91,7 @@ class Server:
         return {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
-            "DATABASE_URL": f"sqlite:///{self.run_dir / 'db.sqlite3'}",
+            "DATABASE_URL": self.pg_dsn or f"sqlite:///{self.run_dir / 'db.sqlite3'}",
             "TASKHOSTER_ITEMS_DIR": str(self.items),
             "TASKHOSTER_LOGS_DIR": str(self.logs),
             "TASKHOSTER_VAR_DIR": str(self.run_dir / "var"),
@@ -101,7 +128,8 @@ class Server:
             "import json\n"
             "from queues.services import get_or_create_user, grant, save_queue\n"
             "from queues.tokens import issue_token\n"
-            f"save_queue({HOST!r}, {QUEUE!r}, lease_seconds={self.lease}, max_attempts=0)\n"
+            f"save_queue({HOST!r}, {QUEUE!r}, lease_seconds={self.lease}, max_attempts=0,\n"
+            f"           store={'postgres' if self.pg_dsn else 'files'!r})\n"
             "for user, role in (('olga', 'operator'), ('paul', 'producer'), ('wendy', 'worker')):\n"
             f"    grant(user, {HOST + '/' + QUEUE!r}, role)\n"
             "print(json.dumps({u: issue_token(get_or_create_user(u), 'chaos')[1]\n"
@@ -183,6 +211,8 @@ class Server:
 
     def sweep_to_fixpoint(self, max_sweeps: int = 30) -> list[dict[str, Any]]:
         """Sweep in one process until two sweeps in a row change nothing (or `max_sweeps`)."""
+        if self.pg_dsn:
+            return self._sweep_pg_to_fixpoint(max_sweeps)
         script = (
             "import json\n"
             "from queues.services import queue_settings_for\n"
@@ -203,8 +233,26 @@ class Server:
         out = self.manage("shell", "-c", script, timeout=300)
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
+    def _sweep_pg_to_fixpoint(self, max_sweeps: int) -> list[dict[str, Any]]:
+        """The same, through the site's store (the router sweeps the PostgreSQL queue)."""
+        script = (
+            "import json\n"
+            "from queues.services import get_store, queue_settings_for\n"
+            f"quiet = 0\nfor _ in range({max_sweeps}):\n"
+            "    r = get_store().sweep_all(queue_settings_for)\n"
+            "    print(json.dumps({'skipped': r.skipped, 'errors': r.errors, **r.counts()}))\n"
+            f"    changed = r.skipped or r.errors or any(r.counts()[k] for k in {CHANGES!r})\n"
+            "    quiet = 0 if changed else quiet + 1\n"
+            "    if quiet >= 2:\n"
+            "        break\n"
+        )
+        out = self.manage("shell", "-c", script, timeout=300)
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
     def counts(self) -> dict[str, int]:
-        """Files per state directory, read straight from the store (cheap: one scandir each)."""
+        """Tasks pending, processing and ended, read straight from the store."""
+        if self.pg_dsn:
+            return self._pg_counts()
         base = self.items / HOST / QUEUE
         out = {}
         for d in ("pending", "processing", "done"):
@@ -214,6 +262,24 @@ class Server:
                 out[d] = 0
         return out
 
+    def _pg_counts(self) -> dict[str, int]:
+        """From the status column; while the database is down, the last counts it gave."""
+        try:
+            if self._counts_conn is None or self._counts_conn.closed:
+                self._counts_conn = psycopg.connect(
+                    self.pg_dsn or "", autocommit=True, connect_timeout=2
+                )
+            found = dict(self._counts_conn.execute(_COUNTS, (HOST, QUEUE)).fetchall())
+        except psycopg.Error:
+            if self._counts_conn is not None:
+                self._counts_conn.close()
+            self._counts_conn = None
+            return dict(self._last_counts)
+        self._last_counts = {d: int(found.get(d, 0)) for d in ("pending", "processing", "done")}
+        return dict(self._last_counts)
+
     def stop(self) -> None:
+        if self._counts_conn is not None:
+            self._counts_conn.close()
         for proc in (self.sweeper, self.gunicorn):
             kill_group(proc)

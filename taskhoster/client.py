@@ -268,7 +268,14 @@ class Client:
                 if attempt + 1 >= attempts:
                     raise
                 time.sleep(0.1 * 2**attempt)
-        parsed = json.loads(data) if data else None
+        try:
+            parsed = json.loads(data) if data else None
+        except ValueError:
+            if status < 400:
+                raise
+            # an error page that is not the API's (a proxy's, or the server's own 500 page):
+            # still a refusal with its status, so callers decide on it as on any other
+            parsed = None
         if status >= 400:
             info = parsed if isinstance(parsed, dict) else {}
             detail = str(info.get("detail", data[:200].decode(errors="replace")))

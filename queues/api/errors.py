@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -17,7 +18,7 @@ from rest_framework.views import set_rollback
 
 from queues.api.authentication import NO_CREDENTIALS
 from queues.api.parsers import body_too_large, content_length
-from queues.store.errors import InvalidTransition, QueueFull, StoreError
+from queues.store.errors import InvalidTransition, QueueFull, StorageUnavailable, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ STORE_STATUS = {
     "internal": status.HTTP_500_INTERNAL_SERVER_ERROR,
 }
 INTERNAL_DETAIL = "The server failed to handle this request; it has been logged."
+DATABASE_DOWN_DETAIL = "The database is not reachable; nothing was done, try again."
 
 # DRF's exception classes -> api.md's code (DRF's default codes differ for a few of them).
 DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
@@ -80,6 +82,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's EXCEPTION_HANDLER. Anything not mapped here is a bug and stays a 500."""
     if isinstance(exc, StoreError):
         return _store_refusal(exc)
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The console's database went away (a restart, a failover, the network): the token
+        # lookup or the queue's settings could not be read, so nothing was done. A 503 the
+        # client retries, as for the store's own database, not a 500 page.
+        logger.warning("database unreachable: %s", exc)
+        return _store_refusal(StorageUnavailable(DATABASE_DOWN_DETAIL))
     if isinstance(exc, RequestDataTooBig):  # Django's own cap on request.body (form bodies)
         size = content_length(context.get("request"))
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE

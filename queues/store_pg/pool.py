@@ -2,11 +2,13 @@
 
 psycopg_pool is not a dependency; this needs only a lock and a list. A connection that broke
 (the server restarted, the network dropped) is closed instead of being returned, so the next
-borrower opens a fresh one.
+borrower opens a fresh one; an idle one the server ended meanwhile (a restart, an idle
+timeout) is noticed before it is lent, so a restart costs no refusal per pooled connection.
 """
 
 from __future__ import annotations
 
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +35,13 @@ class Pool:
             conn = psycopg.connect(self.dsn, autocommit=True)
         except psycopg.OperationalError as exc:
             raise StorageUnavailable(f"The task database is not reachable: {exc}") from exc
-        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+        try:
+            conn.execute(
+                sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema))
+            )
+        except psycopg.OperationalError as exc:  # it went away just after letting us in
+            conn.close()
+            raise StorageUnavailable(f"The task database went away: {exc}") from exc
         return conn
 
     @contextmanager
@@ -42,7 +50,10 @@ class Pool:
         try:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
-            if conn is None or conn.closed:
+            if conn is not None and _ended_by_server(conn):
+                conn.close()
+                conn = None
+            if conn is None:
                 conn = self.open()
             try:
                 yield conn
@@ -77,3 +88,15 @@ class Pool:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+def _ended_by_server(conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
+    """Whether the server ended an idle connection: closed on our side, or its socket readable
+    (an idle session is sent nothing, so anything there is the server's farewell or EOF)."""
+    if conn.closed:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)

@@ -317,3 +317,16 @@ def test_a_transition_the_store_refuses_is_a_logged_500_internal(world, monkeypa
     assert task.id in line.getMessage() and "pending" in line.getMessage()
     assert "finished" in line.getMessage()
     assert store.read(HOST, QUEUE, task.id).status is State.PENDING
+
+
+def test_an_unreachable_console_database_is_503_storage_unavailable_not_a_500_page():
+    """The token lookup meets the database restarting: nothing was done, and the client must
+    hear a 503 it retries (the chaos run's PostgreSQL restarts met this), not Django's page."""
+    from django.db import OperationalError
+
+    from queues.api.errors import exception_handler
+
+    down = OperationalError("connection failed: FATAL:  the database system is starting up")
+    r = exception_handler(down, {})
+    assert r is not None
+    assert (r.status_code, r.data["code"]) == (503, "storage_unavailable")

@@ -26,7 +26,10 @@ class Stub(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(2)
             return
-        data = b"" if payload is None else json.dumps(payload).encode()
+        if isinstance(payload, bytes):  # a body that is not the API's JSON (an HTML page)
+            data = payload
+        else:
+            data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -62,6 +65,16 @@ def test_refusals_raise_one_error_with_the_api_code(stub):
     assert (method, path) == ("POST", f"/api/v1/queues/h.example/q/tasks/{'a' * 16}/result")
     assert headers["Authorization"] == "Bearer tok"
     assert json.loads(body) == {"worker": "w", "attempt": 1, "result": {"x": 1}}
+
+
+def test_an_error_page_that_is_not_json_is_still_a_refusal_with_its_status(stub):
+    # Django's own 500 page, or a proxy's 502: the caller retries a 5xx as any other
+    handler, url = stub
+    handler.answers = [(500, b"\n<h1>Server Error (500)</h1>\n")]
+    with pytest.raises(ApiError) as refused:
+        Client(url, "tok").request("POST", "/queues/h.example/q/tasks", body={"x": 1})
+    assert (refused.value.status, refused.value.code) == (500, "http_error")
+    assert "Server Error (500)" in refused.value.detail
 
 
 def test_claims_answer_none_a_task_or_a_list(stub):

@@ -6,10 +6,15 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError, connections
 
 from queues.services import get_store, queue_settings_for
+from queues.store import StorageUnavailable, SweepReport
+from queues.store_router import StoreRouter
 from queues.sweep_services import run_sweep_services
 from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
+
+DATABASE_DOWN = "sweep: the database is unreachable; sweeping again once it answers"
 
 
 class Command(BaseCommand):
@@ -53,20 +58,38 @@ class Command(BaseCommand):
     def loop(self, interval: float) -> None:
         store = get_store()
         tally = SweepTally(started=time.time())
+        try:
+            covered = plural(configured_queues(), "configured queue")
+        except (OperationalError, InterfaceError):
+            connections.close_all()
+            covered = "the configured queues (the database is unreachable yet)"
         self.say(
-            f"sweeping {plural(configured_queues(), 'configured queue')} every {interval:g} s: "
+            f"sweeping {covered} every {interval:g} s: "
             f"a line when a pass changes something, a summary every "
             f"{tally.summary_seconds / 60:g} min (Ctrl-C stops)"
         )
         while True:
-            report = store.sweep_all(queue_settings_for)
-            out, errors = tally.lines(report, configured_queues(), time.time())
+            report, queues = self.one_pass(store)
+            out, errors = tally.lines(report, queues, time.time())
             for line in out:
                 self.say(line)
             for error in errors:
                 self.stderr.write(error)
-            run_sweep_services(store)
+            if DATABASE_DOWN not in report.errors:  # the schedules and webhooks need it too
+                run_sweep_services(store)
             time.sleep(interval)
+
+    def one_pass(self, store: StoreRouter) -> tuple[SweepReport, int]:
+        """One pass of the loop and the count of configured queues. A database that went away
+        (restarted, failed over) is an error of this pass, said once, not the loop's end: a
+        loop that died with it would stop timing out tasks until someone restarted it."""
+        try:
+            return store.sweep_all(queue_settings_for), configured_queues()
+        except (OperationalError, InterfaceError, StorageUnavailable):
+            connections.close_all()  # Django's broken connection: the next pass opens anew
+            # one sentence whatever the driver said (refused, starting up, cut off), so the
+            # tally says it once for the whole outage
+            return SweepReport(errors=[DATABASE_DOWN]), 0
 
     def say(self, line: str) -> None:
         self.stdout.write(line)
