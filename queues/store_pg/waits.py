@@ -23,6 +23,11 @@ from .pool import Pool
 from .writes import CHANNEL
 
 Key = tuple[str, str]
+# Every notification moves this key's generation too (no queue has an empty host): a follower
+# holding back rows until other writers finish waits on it (following.py).
+ANY_QUEUE: Key = ("", "")
+# The listener's application_name, so an operator (and a test) can tell it in pg_stat_activity.
+LISTENER_NAME = "taskhoster listen"
 # how long the listener blocks on its connection before it looks whether the store closed
 LISTEN_TICK = 0.25
 
@@ -68,12 +73,15 @@ class Waits:
     def _listen(self) -> None:
         while not self._stop.is_set():
             try:
-                conn = self._pool.open()
-            except StorageUnavailable:  # the server is down: the waiters poll meanwhile
+                conn = self._pool.open(application_name=LISTENER_NAME)
+            except (StorageUnavailable, psycopg.Error):  # the server is down: waiters poll
                 self._stop.wait(min(self.poll_seconds, 1.0))
                 continue
             try:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                # what was notified while no connection listened is lost: every waiter looks
+                # again now rather than at the end of its poll
+                self._wake_all()
                 self.listening.set()
                 while not self._stop.is_set():
                     for note in conn.notifies(timeout=LISTEN_TICK):
@@ -90,4 +98,12 @@ class Waits:
         queue, _, _ = rest.partition("/")
         with self._changed:
             self._generation[(host, queue)] += 1
+            self._generation[ANY_QUEUE] += 1
+            self._changed.notify_all()
+
+    def _wake_all(self) -> None:
+        with self._changed:
+            for key in list(self._generation):
+                self._generation[key] += 1
+            self._generation[ANY_QUEUE] += 1
             self._changed.notify_all()

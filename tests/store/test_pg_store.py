@@ -213,6 +213,32 @@ def test_a_connection_the_server_dropped_is_refused_once_then_replaced(ph):
     assert ph.store.read(HOST, QUEUE, task.id) == task  # a fresh connection took its place
 
 
+def test_pooled_connections_the_server_dropped_cost_one_refusal_at_most(ph):
+    """Every pooled connection ended at once (a restart, a failover): the first call that meets
+    a dead one is refused, and the pool lets go of the others with it, so the next call works
+    (not one refusal per connection the pool held)."""
+    task = ph.post()
+    held = [ph.store._pool.connection() for _ in range(4)]
+    for borrowed in held:  # four connections open at once, then all back in the pool
+        borrowed.__enter__().execute("SELECT 1")
+    for borrowed in held:
+        borrowed.__exit__(None, None, None)
+    with ph._conn() as conn:
+        ended = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended["n"] >= 4
+    refusals = 0
+    for n in range(4):
+        try:
+            ph.store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="a")
+            ph.store.read(HOST, QUEUE, task.id)
+        except StorageUnavailable:
+            refusals += 1
+    assert refusals <= 1
+
+
 def _pytest_one_postgres_test(**env: str) -> subprocess.CompletedProcess:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
