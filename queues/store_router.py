@@ -38,6 +38,7 @@ from .store import (
 from .store.interface import TaskStore
 from .store.results import _Any
 from .store_pg import PostgresStore
+from .store_pg.following import EventFollower
 
 FILES = "files"
 POSTGRES = "postgres"
@@ -108,6 +109,11 @@ class StoreRouter:
         """A PostgreSQL queue's event rows past `after_id`, oldest first (the live event
         stream's feed; a file queue's stream tails the day-files instead)."""
         return self.postgres.events_since(host, queue, after_id, limit)
+
+    def follow_events(self, host: str, queue: str, *, after_id: int | None) -> EventFollower:
+        """A follower of a PostgreSQL queue's event rows (the live event stream's feed, woken
+        by NOTIFY; a file queue's stream tails the day-files instead)."""
+        return self.postgres.follow_events(host, queue, after_id=after_id)
 
     def close(self) -> None:
         """Close the file store; the PostgreSQL store is the opener's (it may be shared by

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from queues.monitor.pg_tail import PgTail, RowsChannel
+from queues.monitor.stream import Subscription, event_stream
 from queues.store_pg import PostgresStore
 from queues.store_pg.waits import LISTENER_NAME
 
@@ -162,3 +164,26 @@ def test_the_listener_reconnects_after_its_connection_is_ended(ph):
     thread.join(SLEEPY / 3)
     assert not thread.is_alive()
     assert [t.id for t in got[0]] == [task_id]
+
+
+def test_an_event_stream_is_woken_by_a_post_from_another_store(ph):
+    """The live event stream of a postgres queue sleeps on the store's LISTEN thread: its
+    look-again interval, its keep-alive and the store's poll are all SLEEPY, and the posted
+    event still arrives (only a NOTIFY could have woken it)."""
+    ph.store.create_queue(HOST, QUEUE)
+    follower = ph.store.follow_events(HOST, QUEUE, after_id=None)
+    _listening(ph.store)
+    chunks = event_stream(PgTail(follower), RowsChannel(follower),
+                          Subscription(host=HOST, queue=QUEUE),
+                          keepalive=SLEEPY, liveness=SLEEPY)  # fmt: skip
+    assert next(chunks).startswith(b"retry: ")
+    thread, got = _in_thread(lambda: next(chunks))
+    time.sleep(0.2)
+    assert thread.is_alive()  # nothing happened yet: it sleeps
+    other = PostgresStore(ph.config)  # another web server's store: its own connections
+    task = other.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="a").task
+    other.close()
+    thread.join(SLEEPY / 3)
+    assert not thread.is_alive()
+    assert b"event: posted" in got[0] and task.id.encode() in got[0]
+    chunks.close()
