@@ -44,8 +44,10 @@ SETTLE_SECONDS = 5.0
 # writer of Task Logs' table that is not the store's, or a notification lost).
 HOLD_LOOK_FIRST = 0.02
 HOLD_LOOK_MOST = 1.0
-# Ids a read checks for gaps at most (an index-only range of the primary key).
+# Ids one look checks for gaps at most (an index-only range of the primary key), and looks a
+# read takes at most to catch up with other queues' rows after a long quiet spell of its own.
 GAP_CHECK_IDS = 10_000
+CATCH_UP_READS = 20
 
 # One statement, one snapshot: the queue's rows past the position, and how far the table's
 # ids run unbroken from `known` up to the last of those rows (`th_through`: the first id that
@@ -87,6 +89,7 @@ class EventFollower:
         self._pool, self._waits, self.host, self.queue = pool, waits, host, queue
         self._read = sql.SQL(_READ).format(events=events)
         self.settle_seconds = settle_seconds
+        self.gap_check_ids = GAP_CHECK_IDS
         self.after = after_id  # every row of the queue up to here is handed out, or never will be
         self._settled = after_id  # every id of the table up to here is there, or never will be
         # (row id, when first held): the highest row seen behind a gap, and since when
@@ -101,19 +104,15 @@ class EventFollower:
     def read(self, limit: int = 100) -> list[tuple[int, dict[str, Any]]]:
         """The settled rows past the position, oldest first, at most `limit` (each as its id
         and the file store's event line); the position moves past them."""
-        with self._pool.connection() as conn:
-            found = conn.cursor(row_factory=dict_row).execute(
-                self._read,
-                {"host": self.host, "queue": self.queue, "after": self.after,
-                 "limit": max(limit, 1), "known": self._settled, "ids": GAP_CHECK_IDS},
-            )  # fmt: skip
-            table = found.fetchall()
-        seen = [row for row in table if row["id"] is not None]
-        settled = max(self._settled, int(table[0]["th_through"]))
+        for _ in range(CATCH_UP_READS):
+            through, seen = self._look_past(limit)
+            caught_up = through < self._settled + self.gap_check_ids
+            self._settled = max(self._settled, through)
+            if caught_up or not seen or int(seen[-1]["id"]) <= self._settled:
+                break  # else the gap check stopped at its cap: not a gap, read on
         if self._held is not None and time.monotonic() - self._held[1] >= self.settle_seconds:
-            settled = max(settled, self._held[0])  # the gaps below it are not coming
-        self._settled = settled
-        handed = [(int(row["id"]), rows.line_of(row)) for row in seen if row["id"] <= settled]
+            self._settled = max(self._settled, self._held[0])  # the gaps below: never coming
+        handed = [(int(r["id"]), rows.line_of(r)) for r in seen if r["id"] <= self._settled]
         if handed:
             self.after = handed[-1][0]
         if not seen or int(seen[-1]["id"]) <= self.after:
@@ -121,6 +120,18 @@ class EventFollower:
         elif self._held is None or self._held[0] <= self.after:
             self._held = (int(seen[-1]["id"]), time.monotonic())
         return handed
+
+    def _look_past(self, limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """From one snapshot: how far the table's ids run unbroken past the settled point,
+        and the queue's rows past the position."""
+        with self._pool.connection() as conn:
+            found = conn.cursor(row_factory=dict_row).execute(
+                self._read,
+                {"host": self.host, "queue": self.queue, "after": self.after,
+                 "limit": max(limit, 1), "known": self._settled, "ids": self.gap_check_ids},
+            )  # fmt: skip
+            table = found.fetchall()
+        return int(table[0]["th_through"]), [row for row in table if row["id"] is not None]
 
     def generation(self) -> Generation:
         """Read before `read()`, passed to `wait()`: no notification in between is slept through."""

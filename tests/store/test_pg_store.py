@@ -313,6 +313,17 @@ def test_a_row_after_an_id_whose_transaction_rolled_back_is_followed(ph):
     assert _ids_of(ph, doomed.id) == [] and not follower.holding
 
 
+def test_a_follower_of_a_quiet_queue_catches_up_with_a_busy_table_in_one_read(ph):
+    """The gap check runs over every queue's ids, a capped range per look: a read looks again
+    until it reaches its queue's row, rather than holding the row back."""
+    follower = ph.store.follow_events(HOST, QUEUE, after_id=None, settle_seconds=3600)
+    follower.gap_check_ids = 3
+    for n in range(10):
+        ph.store.post(HOST, "busy", {"n": n}, settings=SETTINGS, posted_by="a")
+    task = ph.post()
+    assert [row_id for row_id, _ in follower.read()] == _ids_of(ph, task.id)
+
+
 def test_a_new_follower_starts_after_the_newest_row_by_one_index_probe(ph):
     first = ph.post()
     ph.store.post(HOST, "other", {"n": 1}, settings=SETTINGS, posted_by="a")
