@@ -106,8 +106,8 @@ class StoreRouter:
     def events_since(
         self, host: str, queue: str, after_id: int, limit: int = 100
     ) -> list[tuple[int, dict[str, Any]]]:
-        """A PostgreSQL queue's event rows past `after_id`, oldest first (the live event
-        stream's feed; a file queue's stream tails the day-files instead)."""
+        """A PostgreSQL queue's event rows past `after_id` visible now, oldest first (to
+        follow them, follow_events: a lower id may still commit after these)."""
         return self.postgres.events_since(host, queue, after_id, limit)
 
     def follow_events(self, host: str, queue: str, *, after_id: int | None) -> EventFollower:
