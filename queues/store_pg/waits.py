@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -72,12 +73,9 @@ class Waits:
 
     def _listen(self) -> None:
         while not self._stop.is_set():
+            conn: psycopg.Connection[Any] | None = None
             try:
                 conn = self._pool.open(application_name=LISTENER_NAME)
-            except (StorageUnavailable, psycopg.Error):  # the server is down: waiters poll
-                self._stop.wait(min(self.poll_seconds, 1.0))
-                continue
-            try:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
                 # what was notified while no connection listened is lost: every waiter looks
                 # again now rather than at the end of its poll
@@ -86,12 +84,15 @@ class Waits:
                 while not self._stop.is_set():
                     for note in conn.notifies(timeout=LISTEN_TICK):
                         self._wake(note.payload)
-            except psycopg.Error:
-                pass  # reconnect; the waiters' polls cover the gap
+            except StorageUnavailable:  # the server is down: the waiters poll meanwhile
+                self._stop.wait(min(self.poll_seconds, 1.0))
+            except psycopg.Error:  # the connection died (opening it, or listening): open
+                self._stop.wait(LISTEN_TICK)  # another, not in a tight loop if it keeps dying
             finally:
                 self.listening.clear()
-                with contextlib.suppress(psycopg.Error):
-                    conn.close()
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.close()
 
     def _wake(self, payload: str) -> None:
         host, _, rest = payload.partition("/")
