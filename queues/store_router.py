@@ -38,6 +38,7 @@ from .store import (
 from .store.interface import TaskStore
 from .store.results import _Any
 from .store_pg import PostgresStore
+from .store_pg.following import EventFollower
 
 FILES = "files"
 POSTGRES = "postgres"
@@ -105,9 +106,14 @@ class StoreRouter:
     def events_since(
         self, host: str, queue: str, after_id: int, limit: int = 100
     ) -> list[tuple[int, dict[str, Any]]]:
-        """A PostgreSQL queue's event rows past `after_id`, oldest first (the live event
-        stream's feed; a file queue's stream tails the day-files instead)."""
+        """A PostgreSQL queue's event rows past `after_id` visible now, oldest first (to
+        follow them, follow_events: a lower id may still commit after these)."""
         return self.postgres.events_since(host, queue, after_id, limit)
+
+    def follow_events(self, host: str, queue: str, *, after_id: int | None) -> EventFollower:
+        """A follower of a PostgreSQL queue's event rows (the live event stream's feed, woken
+        by NOTIFY; a file queue's stream tails the day-files instead)."""
+        return self.postgres.follow_events(host, queue, after_id=after_id)
 
     def close(self) -> None:
         """Close the file store; the PostgreSQL store is the opener's (it may be shared by

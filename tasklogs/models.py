@@ -61,6 +61,9 @@ class TaskEvent(models.Model):
             # The console's counts and charts: one queue's events of some kinds over a time
             # range, read from the index alone (queues/activity.py, queues/insight.py).
             models.Index(fields=["host", "queue", "event", "t"], name="taskevent_queue_event_t"),
+            # A PostgreSQL queue's live event stream, whose events are rows of this table: its
+            # rows past an id, and where a new subscriber starts (queues/store_pg/following.py).
+            models.Index(fields=["host", "queue", "id"], name="taskevent_queue_id"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["file", "offset", "digest"], name="taskevent_line"),

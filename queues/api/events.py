@@ -26,7 +26,7 @@ from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
 from queues.models import Role
-from queues.monitor.pg_tail import PgTail, PollChannel, RowPosition
+from queues.monitor.pg_tail import PgTail, RowPosition, RowsChannel
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.services import get_store
@@ -196,8 +196,13 @@ class EventStreamView(APIView):
         position: RowPosition | None,
     ) -> StreamingHttpResponse:
         """A PostgreSQL queue's stream: its store's event rows, from any web server."""
-        tail = PgTail(get_store().events_since, subscription.host, subscription.queue, position)
+        follower = get_store().follow_events(
+            subscription.host,
+            subscription.queue,
+            after_id=position.row_id if position is not None else None,
+        )
         release_database()  # the rows come over the store's own connections
-        stream = event_stream(tail, PollChannel(), subscription, keepalive=keepalive_seconds(),
+        stream = event_stream(PgTail(follower), RowsChannel(follower), subscription,
+                              keepalive=keepalive_seconds(),
                               client_alive=socket_alive(request.META))  # fmt: skip
         return sse_response(HeldStream(stream))

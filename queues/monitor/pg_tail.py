@@ -1,8 +1,11 @@
 """The live event stream of a PostgreSQL queue: its event rows instead of the day-files.
 
 The same `event_stream` frames them (stream.py): `PgTail` stands for LogTail, reading the
-queue's rows past the last one sent (the store's `events_since`), and `PollChannel` for the
-day-files' inotify channel. A row's position is `pg:<row id>`, what an SSE `id:` carries, so
+queue's rows past the last one sent through the store's EventFollower (which hands a row out
+only once no lower id can still commit, so none is skipped), and `RowsChannel` for the
+day-files' inotify channel: it sleeps until the store's LISTEN thread hears a NOTIFY for the
+queue, or the stream's look-again interval passes (a notification lost while the listener
+reconnects). A row's position is `pg:<row id>`, what an SSE `id:` carries, so
 `Last-Event-ID` resumes exactly after the last row the client saw, on any web server.
 """
 
@@ -10,9 +13,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -21,8 +23,17 @@ from .tail import BadPosition
 _POSITION = re.compile(r"pg:(\d{1,19})", re.ASCII)
 PAGE_ROWS = 500
 
-# (host, queue, after_id, limit) -> [(row id, event line)], oldest first
-EventsSince = Callable[[str, str, int, int], list[tuple[int, dict[str, Any]]]]
+
+class Follower(Protocol):
+    """What the stream needs of the store's EventFollower (queues/store_pg/following.py)."""
+
+    after: int
+
+    def read(self, limit: int = ...) -> list[tuple[int, dict[str, Any]]]: ...
+
+    def generation(self) -> Any: ...
+
+    def wait(self, generation: Any, seconds: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -41,38 +52,30 @@ class RowPosition:
 
 
 class PgTail:
-    """Follows one queue's event rows; `read()` returns the rows added since, as lines."""
+    """Follows one queue's event rows; `read()` returns the rows settled since, as lines."""
 
-    def __init__(
-        self, events_since: EventsSince, host: str, queue: str, start: RowPosition | None
-    ) -> None:
-        self._events_since, self.host, self.queue = events_since, host, queue
-        # a new subscriber sees what happens from now on: skip to the last row there is
-        self.after = start.row_id if start is not None else self._last_row_id()
+    def __init__(self, follower: Follower) -> None:
+        self.follower = follower
 
     def read(self, limit: int = PAGE_ROWS) -> list[tuple[RowPosition, bytes]]:
-        rows = self._events_since(self.host, self.queue, self.after, limit)
-        if rows:
-            self.after = rows[-1][0]
+        rows = self.follower.read(limit)
         return [(RowPosition(row_id), orjson.dumps(line)) for row_id, line in rows]
 
-    def _last_row_id(self) -> int:
-        after = 0
-        while rows := self._events_since(self.host, self.queue, after, 10 * PAGE_ROWS):
-            after = rows[-1][0]
-        return after
 
+class RowsChannel:
+    """The stream's wake-up for rows: the store's NOTIFY, through the follower."""
 
-class PollChannel:
-    """The stream's wake-up for rows: it looks again after each wait (at most a second, the
-    stream's liveness interval), as the store's own waits do when a NOTIFY is lost."""
-
-    def __init__(self) -> None:
-        self.generation = 0
+    def __init__(self, follower: Follower) -> None:
+        self._follower = follower
         self._closed = threading.Event()
 
-    def wait(self, generation: int, timeout: float) -> None:
-        self._closed.wait(timeout)
+    @property
+    def generation(self) -> Any:
+        return self._follower.generation()
+
+    def wait(self, generation: Any, timeout: float) -> None:
+        if not self._closed.is_set():
+            self._follower.wait(generation, timeout)
 
     def close(self) -> None:
         self._closed.set()

@@ -10,10 +10,11 @@ import orjson
 
 from queues.store.inotify import Channel
 
-from .pg_tail import PgTail, PollChannel, RowPosition
+from .pg_tail import PgTail, RowPosition, RowsChannel
 from .tail import LogTail, Position
 
-# How often an idle stream checks that its client is still there (cheap: one recv peek).
+# How often an idle stream checks that its client is still there (cheap: one recv peek), and
+# looks at its log again whatever woke it or not (a notification lost costs at most this).
 LIVENESS_SECONDS = 1.0
 RETRY_MS = 2000  # the browser's reconnect delay, sent once
 
@@ -49,13 +50,15 @@ def frame(position: Position | RowPosition, event: str, line: bytes) -> bytes:
 
 def event_stream(
     tail: LogTail | PgTail,
-    channel: Channel | PollChannel,
+    channel: Channel | RowsChannel,
     subscription: Subscription,
     *,
     keepalive: float,
     client_alive: Callable[[], bool] = lambda: True,
+    liveness: float = LIVENESS_SECONDS,
 ) -> Generator[bytes, None, None]:
-    """Yield SSE chunks until the client goes (a failed write closes this generator)."""
+    """Yield SSE chunks until the client goes (a failed write closes this generator).
+    `liveness`: the longest sleep between looks (tests lengthen it to show what wakes it)."""
     try:
         yield b"retry: %d\n: subscribed\n\n" % RETRY_MS  # headers and a first byte, at once
         last_write = time.monotonic()
@@ -79,6 +82,6 @@ def event_stream(
                 return
             if not lines:
                 idle_for = max(keepalive - (time.monotonic() - last_write), 0.0)
-                channel.wait(generation, min(LIVENESS_SECONDS, idle_for))
+                channel.wait(generation, min(liveness, idle_for))
     finally:
         channel.close()  # its directory stops being watched once no stream needs it

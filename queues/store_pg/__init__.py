@@ -4,7 +4,8 @@ psycopg 3, no Django: the console's router picks it for the queues whose store i
 
 Where to read: store.py (PostgresStore, every verb) over writes.py (the one place a task
 changes, with its event row, archived bodies and NOTIFY), reads.py, sweeping.py, waits.py
-(the LISTEN thread), schema.py (the tables), rows.py, pool.py.
+(the LISTEN thread), following.py (the live event stream's reader), schema.py (the tables),
+rows.py, pool.py.
 """
 
 from .config import PgStoreConfig

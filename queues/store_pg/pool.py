@@ -2,8 +2,9 @@
 
 psycopg_pool is not a dependency; this needs only a lock and a list. A connection that broke
 (the server restarted, the network dropped) is closed instead of being returned, so the next
-borrower opens a fresh one; an idle one the server ended meanwhile (a restart, an idle
-timeout) is noticed before it is lent, so a restart costs no refusal per pooled connection.
+borrower opens a fresh one, and the idle ones go with it, since what broke one (a restart, a
+failover) has broken them all; an idle one the server ended meanwhile (an idle timeout) is
+noticed before it is lent.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ class Pool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def open(self) -> psycopg.Connection[tuple[Any, ...]]:
+    def open(self, *, application_name: str | None = None) -> psycopg.Connection[tuple[Any, ...]]:
         """A new connection of our own (autocommit: every transaction is an explicit block),
         with the store's schema first on its search path."""
+        dsn = self.dsn
+        if application_name is not None:
+            dsn = psycopg.conninfo.make_conninfo(dsn, application_name=application_name)
         try:
-            conn = psycopg.connect(self.dsn, autocommit=True)
+            conn = psycopg.connect(dsn, autocommit=True)
         except psycopg.OperationalError as exc:
             raise StorageUnavailable(f"The task database is not reachable: {exc}") from exc
         try:
@@ -59,6 +63,9 @@ class Pool:
                 yield conn
             except psycopg.OperationalError as exc:
                 conn.close()
+                # The server usually drops every connection at once (a restart, a failover):
+                # the idle ones are let go too, so this call is the only one refused for it.
+                self._drop_idle()
                 raise StorageUnavailable(f"The task database went away: {exc}") from exc
             except BaseException:
                 if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -85,6 +92,10 @@ class Pool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self._drop_idle()
+
+    def _drop_idle(self) -> None:
+        with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()

@@ -39,6 +39,7 @@ from queues.store.sweep import SweepReport
 
 from . import reads, rows, schema, sweeping
 from .config import PgStoreConfig
+from .following import SETTLE_SECONDS, EventFollower
 from .pool import Pool
 from .statistics import TableStatistics
 from .waits import Waits
@@ -421,8 +422,9 @@ class PostgresStore:
     def events_since(
         self, host: str, queue: str, after_id: int, limit: int = 100
     ) -> list[tuple[int, dict[str, Any]]]:
-        """The queue's event rows past `after_id` (the table's id), oldest first, each as
-        (id, the file store's line): the live event stream's feed."""
+        """The queue's event rows past `after_id` (the table's id) visible now, oldest first,
+        each as (id, the file store's line). Not a feed to follow by the last id: a row with
+        a lower id may still commit later; a follower uses follow_events."""
         with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=reads.dict_row)
             found = cur.execute(
@@ -433,6 +435,33 @@ class PostgresStore:
                 (host, queue, after_id, limit),
             ).fetchall()
         return [(int(row["id"]), rows.line_of(row)) for row in found]
+
+    def last_event_id(self, host: str, queue: str) -> int:
+        """The id of the queue's newest event row (0 when it has none): one probe of the
+        (host, queue, id) index, where a new follower of the queue starts."""
+        with self._pool.connection() as conn:
+            found = conn.execute(
+                sql.SQL(
+                    "SELECT id FROM {} WHERE host = %s AND queue = %s ORDER BY id DESC LIMIT 1"
+                ).format(self._events),
+                (host, queue),
+            ).fetchone()
+        return int(found[0]) if found is not None else 0
+
+    def follow_events(
+        self,
+        host: str,
+        queue: str,
+        *,
+        after_id: int | None,
+        settle_seconds: float = SETTLE_SECONDS,
+    ) -> EventFollower:
+        """A follower of the queue's event rows past `after_id` (None: from the newest row
+        now), handing each out once, in id order, once every lower id is there or has been
+        missing `settle_seconds` (following.py); woken by the store's LISTEN thread."""
+        start = self.last_event_id(host, queue) if after_id is None else after_id
+        return EventFollower(self._pool, self._waits, self._events, host, queue,
+                             after_id=start, settle_seconds=settle_seconds)  # fmt: skip
 
     # -- listings ---------------------------------------------------------------------------
 

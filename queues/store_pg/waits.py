@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -23,6 +24,11 @@ from .pool import Pool
 from .writes import CHANNEL
 
 Key = tuple[str, str]
+# Every notification moves this key's generation too (no queue has an empty host): a follower
+# holding back rows until other writers finish waits on it (following.py).
+ANY_QUEUE: Key = ("", "")
+# The listener's application_name, so an operator (and a test) can tell it in pg_stat_activity.
+LISTENER_NAME = "taskhoster listen"
 # how long the listener blocks on its connection before it looks whether the store closed
 LISTEN_TICK = 0.25
 
@@ -67,27 +73,38 @@ class Waits:
 
     def _listen(self) -> None:
         while not self._stop.is_set():
+            conn: psycopg.Connection[Any] | None = None
             try:
-                conn = self._pool.open()
-            except StorageUnavailable:  # the server is down: the waiters poll meanwhile
-                self._stop.wait(min(self.poll_seconds, 1.0))
-                continue
-            try:
+                conn = self._pool.open(application_name=LISTENER_NAME)
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                # what was notified while no connection listened is lost: every waiter looks
+                # again now rather than at the end of its poll
+                self._wake_all()
                 self.listening.set()
                 while not self._stop.is_set():
                     for note in conn.notifies(timeout=LISTEN_TICK):
                         self._wake(note.payload)
-            except psycopg.Error:
-                pass  # reconnect; the waiters' polls cover the gap
+            except StorageUnavailable:  # the server is down: the waiters poll meanwhile
+                self._stop.wait(min(self.poll_seconds, 1.0))
+            except psycopg.Error:  # the connection died (opening it, or listening): open
+                self._stop.wait(LISTEN_TICK)  # another, not in a tight loop if it keeps dying
             finally:
                 self.listening.clear()
-                with contextlib.suppress(psycopg.Error):
-                    conn.close()
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.close()
 
     def _wake(self, payload: str) -> None:
         host, _, rest = payload.partition("/")
         queue, _, _ = rest.partition("/")
         with self._changed:
             self._generation[(host, queue)] += 1
+            self._generation[ANY_QUEUE] += 1
+            self._changed.notify_all()
+
+    def _wake_all(self) -> None:
+        with self._changed:
+            for key in list(self._generation):
+                self._generation[key] += 1
+            self._generation[ANY_QUEUE] += 1
             self._changed.notify_all()

@@ -211,3 +211,28 @@ def test_a_day_file_position_is_refused_on_a_postgres_queue(pg_queue):
     operator = token_for("olga", "operator")
     assert refusal(subscribe(operator, lastEventId="2026-12-01:10")) == (400, "invalid_request")
     assert refusal(subscribe(operator, lastEventId="pg:x")) == (400, "invalid_request")
+
+
+@pytest.mark.django_db
+def test_a_postgres_queue_stream_finds_its_rows_by_an_index_of_task_logs_table(pg_store):
+    """Sharing the console's database, the store's events are Task Logs' rows: a stream's
+    start (the queue's newest row) and its reads (rows past an id) use the (host, queue, id)
+    index the tasklogs migration adds."""
+    import psycopg
+    from psycopg import sql
+
+    from queues.pg_location import TASK_LOGS_TABLE
+
+    if not pg_store.shares_console_db:
+        pytest.skip("the store's events are in its own th_events table (tests/store cover it)")
+    with psycopg.connect(pg_store.dsn, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")  # what serves it, not what is cheapest here
+        plan = conn.execute(
+            sql.SQL(
+                "EXPLAIN SELECT id FROM {} WHERE host = %s AND queue = %s AND id > %s"
+                " ORDER BY id DESC LIMIT 1"
+            ).format(sql.Identifier(TASK_LOGS_TABLE)),
+            (HOST, QUEUE, 0),
+        ).fetchall()
+    text = "\n".join(row[0] for row in plan)
+    assert "Index Only Scan Backward using taskevent_queue_id" in text, text

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -226,6 +227,135 @@ def test_a_connection_dropped_while_in_use_is_refused_once_then_replaced(ph):
         conn.execute("SELECT 1")
     assert refused.value.code == "storage_unavailable"
     assert ph.store.read(HOST, QUEUE, task.id) == task  # a fresh connection took its place
+
+
+def test_pooled_connections_the_server_dropped_cost_one_refusal_at_most(ph):
+    """Every pooled connection ended at once (a restart, a failover): the first call that meets
+    a dead one is refused, and the pool lets go of the others with it, so the next call works
+    (not one refusal per connection the pool held)."""
+    task = ph.post()
+    held = [ph.store._pool.connection() for _ in range(4)]
+    for borrowed in held:  # four connections open at once, then all back in the pool
+        borrowed.__enter__().execute("SELECT 1")
+    for borrowed in held:
+        borrowed.__exit__(None, None, None)
+    with ph._conn() as conn:
+        ended = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended["n"] >= 4
+    refusals = 0
+    for n in range(4):
+        try:
+            ph.store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="a")
+            ph.store.read(HOST, QUEUE, task.id)
+        except StorageUnavailable:
+            refusals += 1
+    assert refusals <= 1
+
+
+def _ids_of(ph, *task_ids: str) -> list[int]:
+    """The event row ids of these tasks' events, in id order."""
+    with ph._conn() as conn:
+        found = conn.execute(
+            sql.SQL("SELECT id FROM {} WHERE task_id = ANY(%s) ORDER BY id").format(
+                sql.Identifier(ph.config.events_table)
+            ),
+            (list(task_ids),),
+        ).fetchall()
+    return [row["id"] for row in found]
+
+
+def _read_until(follower, count: int) -> list[int]:
+    """The row ids a follower hands out, read after read, until `count` (or 30 s: a
+    transaction left open elsewhere on the server may hold them back that long)."""
+    got: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        got += [row_id for row_id, _ in follower.read()]
+        time.sleep(0.01)
+    return got + [row_id for row_id, _ in follower.read()]  # and nothing more after
+
+
+def test_a_row_whose_transaction_commits_after_a_higher_ones_is_followed_not_skipped(ph):
+    """Event ids come from a sequence: a transaction holding id n commits after another's
+    n + 1. Read in between, then after: the follower, and a follower resumed from the last
+    position it handed out (Last-Event-ID), deliver both rows, each once, in id order."""
+    from queues.store.batch import PostEntry
+    from queues.store.rules import new_task
+
+    start = ph.store.last_event_id(HOST, QUEUE)
+    # settling by time so late that only the row arriving can settle it
+    follower = ph.store.follow_events(HOST, QUEUE, after_id=None, settle_seconds=3600)
+    slow = new_task(HOST, QUEUE, PostEntry(item={"slow": 1}), settings=SETTINGS,
+                    posted_by="a", now=T0)  # fmt: skip
+    with psycopg.connect(ph.config.dsn, autocommit=True) as held:
+        held.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(ph.config.schema)))
+        with held.transaction():
+            ph.store._writer.insert(held, [slow], now=T0, settings=SETTINGS)  # takes id n
+            fast = ph.post({"fast": 1})  # takes n + 1 and commits
+            assert _ids_of(ph, fast.id) and not _ids_of(ph, slow.id)  # n is not visible yet
+            before = [row_id for row_id, _ in follower.read()]
+            assert before == [] and follower.holding  # n + 1 waits for n's transaction
+        # the slow one commits here
+    [low, high] = _ids_of(ph, slow.id, fast.id)
+    assert _ids_of(ph, slow.id) == [low] and low < high  # the slow transaction took the lower
+    resumed = ph.store.follow_events(
+        HOST, QUEUE, after_id=before[-1] if before else start, settle_seconds=3600
+    )
+    after = _read_until(follower, 2 - len(before))
+    assert before + after == [low, high]
+    assert before + _read_until(resumed, 2 - len(before)) == [low, high]
+
+
+def test_a_row_after_an_id_whose_transaction_rolled_back_is_followed(ph):
+    """The gap a rolled-back transaction leaves never fills: once it has been open
+    settle_seconds, the rows behind it are handed out."""
+    from queues.store.batch import PostEntry
+    from queues.store.rules import new_task
+
+    follower = ph.store.follow_events(HOST, QUEUE, after_id=None, settle_seconds=0.5)
+    doomed = new_task(HOST, QUEUE, PostEntry(item={"doomed": 1}), settings=SETTINGS,
+                      posted_by="a", now=T0)  # fmt: skip
+    with psycopg.connect(ph.config.dsn) as held:  # not autocommit
+        held.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(ph.config.schema)))
+        ph.store._writer.insert(held, [doomed], now=T0, settings=SETTINGS)
+        fast = ph.post({"fast": 1})
+        held.rollback()
+    assert follower.read() == [] and follower.holding  # held back: the gap may yet fill
+    assert _read_until(follower, 1) == _ids_of(ph, fast.id)
+    assert _ids_of(ph, doomed.id) == [] and not follower.holding
+
+
+def test_a_follower_of_a_quiet_queue_catches_up_with_a_busy_table_in_one_read(ph):
+    """The gap check runs over every queue's ids, a capped range per look: a read looks again
+    until it reaches its queue's row, rather than holding the row back."""
+    follower = ph.store.follow_events(HOST, QUEUE, after_id=None, settle_seconds=3600)
+    follower.gap_check_ids = 3
+    for n in range(10):
+        ph.store.post(HOST, "busy", {"n": n}, settings=SETTINGS, posted_by="a")
+    task = ph.post()
+    assert [row_id for row_id, _ in follower.read()] == _ids_of(ph, task.id)
+
+
+def test_a_new_follower_starts_after_the_newest_row_by_one_index_probe(ph):
+    first = ph.post()
+    ph.store.post(HOST, "other", {"n": 1}, settings=SETTINGS, posted_by="a")
+    [newest] = _ids_of(ph, first.id)
+    assert ph.store.last_event_id(HOST, QUEUE) == newest
+    assert ph.store.last_event_id(HOST, "empty") == 0
+    assert ph.store.follow_events(HOST, QUEUE, after_id=None).read() == []
+    with ph._conn() as conn:  # an index answers it, whatever the planner picks for few rows
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(
+            sql.SQL(
+                "EXPLAIN SELECT id FROM {} WHERE host = %s AND queue = %s ORDER BY id DESC LIMIT 1"
+            ).format(sql.Identifier(ph.config.events_table)),
+            (HOST, QUEUE),
+        ).fetchall()
+    text = "\n".join(row["QUERY PLAN"] for row in plan)
+    assert f"Index Only Scan Backward using {ph.config.events_table}_queue_id" in text, text
 
 
 def _pytest_one_postgres_test(**env: str) -> subprocess.CompletedProcess:

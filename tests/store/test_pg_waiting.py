@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from queues.monitor.pg_tail import PgTail, RowsChannel
+from queues.monitor.stream import Subscription, event_stream
 from queues.store_pg import PostgresStore
+from queues.store_pg.waits import LISTENER_NAME
 
 from . import pg
 from .conftest import HOST, QUEUE, SETTINGS
@@ -118,3 +121,69 @@ def test_a_delayed_task_coming_due_reaches_a_waiting_claim_by_its_poll():
         assert [t.id for t in got] == [task.id]
     finally:
         harness.drop()
+
+
+def _listener_pid(ph) -> int | None:
+    """The backend of the store's LISTEN connection (it names itself), once it listens."""
+    with ph._conn() as conn:
+        found = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = %s AND query LIKE 'LISTEN%%'",
+            (LISTENER_NAME,),
+        ).fetchall()
+    return int(found[0]["pid"]) if len(found) == 1 else None
+
+
+def _a_new_listener(ph, old: int) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pid = _listener_pid(ph)
+        if pid is not None and pid != old and ph.store._waits.listening.is_set():
+            return pid
+        time.sleep(0.05)
+    raise AssertionError("no new LISTEN connection in 30 s")
+
+
+def test_the_listener_reconnects_after_its_connection_is_ended(ph):
+    """The LISTEN connection killed (as an administrator or a failover would): the thread
+    opens another and LISTENs again, so a waiting claim is woken by NOTIFY once more (the
+    poll is SLEEPY: nothing else could wake it within the test's wait)."""
+    ph.store.create_queue(HOST, QUEUE)
+    _listening(ph.store)
+    old = _listener_pid(ph)
+    assert old is not None
+    with ph._conn() as conn:
+        assert conn.execute("SELECT pg_terminate_backend(%s) AS ok", (old,)).fetchone()["ok"]
+    _a_new_listener(ph, old)
+    thread, got = _in_thread(
+        lambda: ph.store.wait_claim(HOST, QUEUE, settings=SETTINGS, worker="w", wait_seconds=SLEEPY)
+    )
+    time.sleep(0.2)
+    assert thread.is_alive()
+    task_id = _post_from_another_process(ph)
+    thread.join(SLEEPY / 3)
+    assert not thread.is_alive()
+    assert [t.id for t in got[0]] == [task_id]
+
+
+def test_an_event_stream_is_woken_by_a_post_from_another_store(ph):
+    """The live event stream of a postgres queue sleeps on the store's LISTEN thread: its
+    look-again interval, its keep-alive and the store's poll are all SLEEPY, and the posted
+    event still arrives (only a NOTIFY could have woken it)."""
+    ph.store.create_queue(HOST, QUEUE)
+    follower = ph.store.follow_events(HOST, QUEUE, after_id=None)
+    _listening(ph.store)
+    chunks = event_stream(PgTail(follower), RowsChannel(follower),
+                          Subscription(host=HOST, queue=QUEUE),
+                          keepalive=SLEEPY, liveness=SLEEPY)  # fmt: skip
+    assert next(chunks).startswith(b"retry: ")
+    thread, got = _in_thread(lambda: next(chunks))
+    time.sleep(0.2)
+    assert thread.is_alive()  # nothing happened yet: it sleeps
+    other = PostgresStore(ph.config)  # another web server's store: its own connections
+    task = other.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="a").task
+    other.close()
+    thread.join(SLEEPY / 3)
+    assert not thread.is_alive()
+    assert b"event: posted" in got[0] and task.id.encode() in got[0]
+    chunks.close()
