@@ -22,6 +22,7 @@ from queues.store_pg import PostgresStore
 
 SETTLE_SECONDS = 2.0  # how long a pass waits for the writers of its horizon
 SETTLE_POLL_SECONDS = 0.01  # the store's transactions last milliseconds
+CURSOR_PREFIX = "postgres:"
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Reading:
 
 def cursor_name(store: PostgresStore) -> str:
     """The cursor's name for this store's events table (at most 64 characters)."""
-    return f"postgres:{store.config.schema}.{store.events_table}"[:64]
+    return f"{CURSOR_PREFIX}{store.config.schema}.{store.events_table}"[:64]
 
 
 def reading(store: PostgresStore, cursor: int, *, wait_seconds: float | None = None) -> Reading:
