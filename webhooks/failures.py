@@ -16,12 +16,14 @@ with the same guarantees (store_failures.py).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from pathlib import Path
 
 from django.db import transaction
 
 from queues.monitor.lines import read_complete_lines
+from queues.store import StoreError
 from queues.store.paths import day_of_file
 from queues.store_router import StoreRouter
 from tasklogs.ingest import day_files
@@ -32,6 +34,7 @@ from .models import Kind, LogCursor, Notification, Webhook
 from .store_failures import notify_store_failures
 
 CHUNK_BYTES = 1 << 20
+logger = logging.getLogger("taskhoster.sweep")
 
 
 def notify_failures(store: StoreRouter, *, now: dt.datetime) -> int:
@@ -43,9 +46,14 @@ def notify_failures(store: StoreRouter, *, now: dt.datetime) -> int:
     }
     if not hooks:
         return 0  # and the cursors stay put: nothing before a webhook existed is owed to it
-    return notify_file_failures(store, hooks, now=now) + notify_store_failures(
-        store, hooks, now=now
-    )
+    made = notify_file_failures(store, hooks, now=now)
+    try:
+        made += notify_store_failures(store, hooks, now=now)
+    except StoreError as exc:
+        # The PostgreSQL store's database not answering must not hold up the file queues'
+        # notifications nor the sends: its rows wait for a pass that reaches it.
+        logger.warning("failures of PostgreSQL queues not read: %s", exc.detail)
+    return made
 
 
 def notify_file_failures(store: StoreRouter, hooks: Hooks, *, now: dt.datetime) -> int:

@@ -124,3 +124,21 @@ def _write_failure_row(conn: psycopg.Connection, task: Task) -> None:
     pg = get_store().postgres
     failed = task.replace(updated_at=task.updated_at + 1)
     pg._writer._log(conn, [(failed, "failed", "box-1", [], NO_REASON)], now=failed.updated_at)
+
+
+def test_a_store_that_does_not_answer_holds_up_no_file_queues_notification(
+    hooked_queue, make_queue, receiver, settings, caplog
+):
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        pytest.skip("on PostgreSQL the store is the console's own database, which answers")
+    settings.TASKHOSTER_PG_STORE_URL = "postgresql://nobody@127.0.0.1:1/gone?connect_timeout=2"
+    far = make_queue("far.example.com", "resize", store="postgres")
+    Webhook.objects.create(queue=far, url=receiver.url)
+    failed_task(hooked_queue)
+    report = notify(get_store(), now=timezone.now())
+    assert (report.made, report.delivered) == (1, 1)
+    assert "failures of PostgreSQL queues not read: The task database is not reachable" in (
+        caplog.text
+    )
