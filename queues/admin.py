@@ -14,6 +14,7 @@ from queues.admin_widgets import SECONDS_FIELDS, BlankableJSONField, SecondsInpu
 from queues.durations import readable_seconds
 from queues.models import ApiToken, Host, Queue, QueueAccess
 from queues.settings_preview import SettingsPreview, preview_settings
+from queues.store import StoreError
 from queues.tokens import issue_token, revoke_token
 
 admin.site.site_header = "taskhoster"
@@ -112,7 +113,14 @@ class QueueForm(forms.ModelForm):
             if self.instance.pk
             else None
         )
-        self.sweep_preview = preview_settings(saved, candidate)
+        try:
+            self.sweep_preview = preview_settings(saved, candidate)
+        except StoreError as exc:  # a PostgreSQL queue whose database does not answer
+            raise forms.ValidationError(
+                "The next sweep could not be previewed, so nothing was saved: %(why)s",
+                code="preview_unavailable",
+                params={"why": exc.detail},
+            ) from exc
         if asked:
             raise forms.ValidationError(
                 "Preview only: nothing was saved. The preview is below the settings.",

@@ -2,7 +2,8 @@
 
 Django's own database when it is PostgreSQL (then the store writes its events straight into
 Task Logs' table, so the console reads them with no ingestion step), else the database named by
-TASKHOSTER_PG_STORE_URL (its events go to the store's own table; Task Logs does not list them).
+TASKHOSTER_PG_STORE_URL (its events go to the store's own table, and `ingest_tasklogs` copies
+them into Task Logs': tasklogs/store_events.py).
 Neither: no queue may choose the PostgreSQL store.
 """
 

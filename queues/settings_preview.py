@@ -49,7 +49,7 @@ def preview_settings(
     saved: Queue | None, candidate: Queue, *, now_ms: int | None = None
 ) -> SettingsPreview:
     """The next sweep's work with `candidate`'s settings and with `saved`'s (None: a new
-    queue, which has no tasks). Reads the queue's task files; changes nothing."""
+    queue, which has no tasks). Reads the queue's tasks in its store; changes nothing."""
     now_ms = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     host, name = candidate.host.name, candidate.name
     store = get_store()
@@ -59,8 +59,6 @@ def preview_settings(
         if saved is not None
         else SweepPreview()
     )
-    if then is None or before is None:  # a PostgreSQL queue: its store offers no preview
-        return SettingsPreview(rows=[])
     return SettingsPreview(rows=[_row(kind, before, then) for kind in KINDS])
 
 

@@ -162,11 +162,10 @@ class StoreRouter:
 
     def preview_sweep(
         self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
-    ) -> SweepPreview | None:
-        """What the next sweep would do to a file queue; None for a PostgreSQL queue, whose
-        store offers no preview (the admin then shows none)."""
+    ) -> SweepPreview:
+        """What the next sweep would do to the queue, in its current store, with `settings`."""
         if self._kind_of(host, queue) == POSTGRES:
-            return None
+            return self.postgres.preview_sweep(host, queue, settings, now=now)
         return preview_sweep(self.files, host, queue, settings, now=now)
 
     # -- every verb on one queue: to the queue's store --------------------------------------

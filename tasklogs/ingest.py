@@ -52,6 +52,7 @@ class IngestReport:
     lines: int = 0  # complete lines read, good and bad (a line stored by a peer counts too)
     bad: int = 0
     bytes_read: int = 0
+    store_rows: int = 0  # rows copied from a PostgreSQL store's events table (store_events.py)
     bad_lines: list[BadLineSeen] = field(default_factory=list)  # the first MAX_BAD_SHOWN
 
     def add(self, other: IngestReport) -> None:
@@ -59,6 +60,7 @@ class IngestReport:
         self.lines += other.lines
         self.bad += other.bad
         self.bytes_read += other.bytes_read
+        self.store_rows += other.store_rows
         self.bad_lines.extend(other.bad_lines[: MAX_BAD_SHOWN - len(self.bad_lines)])
 
 
@@ -103,7 +105,7 @@ def ingest_day_file(
     try:
         st = os.fstat(fd)
         cursor = _cursor_for(path.name, st.st_ino, st.st_size, cursor)
-        to_db_time = _db_time()
+        to_db_time = db_time()
         for start, block, end in _blocks(fd, cursor.offset, report, path.name):
             report.add(_store(block, path.name, start, end, cursor, to_db_time))
             report.bytes_read += end - start
@@ -168,7 +170,7 @@ def _store(
     return part
 
 
-def _db_time() -> Callable[[dt.datetime], object]:
+def db_time() -> Callable[[dt.datetime], object]:
     """The backend's own conversion of a datetime, or on SQLite the same result in one call:
     Django stores an aware datetime there as the text of its naive UTC value (the connection's
     time zone is UTC), and its general converter was a quarter of a backfill's time."""

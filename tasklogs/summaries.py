@@ -18,10 +18,15 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 def run_line(report: IngestReport, seconds: float) -> str | None:
     """One run's line, or None when it read nothing."""
-    if not (report.lines or report.bad):
+    if not (report.lines or report.bad or report.store_rows):
         return None
+    copied = (
+        f", {plural(report.store_rows, 'row')} from the PostgreSQL store"
+        if report.store_rows
+        else ""
+    )
     return (
-        f"{plural(report.lines, 'line')} from {plural(report.files, 'day-file')} in "
+        f"{plural(report.lines, 'line')} from {plural(report.files, 'day-file')}{copied} in "
         f"{seconds:.1f} s, {report.bad} bad"
     )
 

@@ -68,9 +68,10 @@ def _form_data(admin_client, queue: Queue) -> dict[str, str]:
 
 
 @pytest.fixture
-def busy(make_queue):
-    """A queue with one task waiting two hours and one finished two hours ago."""
-    queue = make_queue(HOST, "resize", queue_seconds=86400, retain_seconds=86400)
+def busy(make_queue, store_kind):
+    """A queue (of each store) with one task waiting two hours and one finished two hours ago."""
+    queue = make_queue(HOST, "resize", queue_seconds=86400, retain_seconds=86400,
+                       store=store_kind)  # fmt: skip
     store, settings = get_store(), queue.to_settings()
     start = time.time_ns() // 1_000_000 - 2 * HOUR
     waiting = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by="a", now=start)
@@ -83,15 +84,20 @@ def busy(make_queue):
     return queue, waiting.task.id, done.task.id
 
 
-def _files(store_dirs):
-    return sorted(p.name for p in store_dirs["items"].rglob("*.json"))
+def _held(store_dirs, queue):
+    """What the store holds of the queue: its task files, or its rows and event rows."""
+    if queue.store == "files":
+        return sorted(p.name for p in store_dirs["items"].rglob("*.json"))
+    store, host = get_store(), queue.host.name
+    tasks = store.list_tasks(host, queue.name, limit=100).tasks
+    return [t.to_record() for t in tasks], store.events_since(host, queue.name, 0, limit=1000)
 
 
 def test_preview_shows_what_shorter_limits_would_do_and_saves_nothing(admin_client, busy,
                                                                       store_dirs):  # fmt: skip
     queue, waiting, done = busy
     data = _form_data(admin_client, queue)
-    files = _files(store_dirs)
+    held = _held(store_dirs, queue)
     data.update(queue_seconds="3600", retain_seconds="3600", _preview_sweep="Preview")
     response = admin_client.post(f"/admin/queues/queue/{queue.pk}/change/", data)
     page = response.content.decode()
@@ -102,7 +108,7 @@ def test_preview_shows_what_shorter_limits_would_do_and_saves_nothing(admin_clie
     assert waiting in page and done in page
     queue.refresh_from_db()
     assert (queue.queue_seconds, queue.retain_seconds) == (86400, 86400)
-    assert _files(store_dirs) == files
+    assert _held(store_dirs, queue) == held
 
 
 def test_settings_that_make_the_sweep_do_more_need_a_tick(admin_client, busy):
@@ -142,3 +148,24 @@ def test_a_new_queue_previews_nothing_and_saves(admin_client, make_queue):
     assert not Queue.objects.filter(name="fresh").exists()
     assert admin_client.post("/admin/queues/queue/add/", data).status_code == 302
     assert Queue.objects.filter(name="fresh").exists()
+
+
+def test_a_postgres_queue_whose_database_does_not_answer_is_refused_with_the_reason(
+    admin_client, make_queue, settings
+):
+    """The preview reads the queue's rows: with the store's database gone it cannot, and the
+    form says so instead of failing or saving unseen."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        pytest.skip("on PostgreSQL the store is the console's own database, which answers")
+    settings.TASKHOSTER_PG_STORE_URL = "postgresql://nobody@127.0.0.1:1/gone?connect_timeout=2"
+    queue = make_queue(HOST, "far", store="postgres", retain_seconds=86400)
+    data = _form_data(admin_client, queue) | {"retain_seconds": "3600"}
+    response = admin_client.post(f"/admin/queues/queue/{queue.pk}/change/", data)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "The next sweep could not be previewed, so nothing was saved:" in page
+    assert "not reachable" in page
+    queue.refresh_from_db()
+    assert queue.retain_seconds == 86400

@@ -8,15 +8,18 @@ name, inode, offset) is kept in the database. A chunk's notifications and the cu
 are one transaction, and a notification's source (file, offset and digest of its line) is
 unique, so a sweep killed mid-way reads a chunk again without notifying twice, and neither do
 two sweeps reading the same lines.
+
+A PostgreSQL queue writes no day-files: its failures are read from the store's events table,
+with the same guarantees (store_failures.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from pathlib import Path
 
-import orjson
 from django.db import transaction
 
 from queues.monitor.lines import read_complete_lines
@@ -24,23 +27,37 @@ from queues.store import StoreError
 from queues.store.paths import day_of_file
 from queues.store_router import StoreRouter
 from tasklogs.ingest import day_files
-from tasklogs.parsing import BadLine, EventRecord, line_digest, parse_line
+from tasklogs.parsing import BadLine, line_digest, parse_line
 
+from .failed import FAILED_EVENTS, Hooks, failure_body
 from .models import Kind, LogCursor, Notification, Webhook
+from .store_failures import notify_store_failures
 
-FAILED_EVENTS = frozenset({"failed", "timeout"})
 CHUNK_BYTES = 1 << 20
-Hooks = dict[tuple[str, str], Webhook]
+logger = logging.getLogger("taskhoster.sweep")
 
 
 def notify_failures(store: StoreRouter, *, now: dt.datetime) -> int:
-    """Make a notification for each new failure line; answer how many were made."""
+    """Make a notification for each new failure, of file queues (the day-files) and of
+    PostgreSQL queues (the store's events table); answer how many were made."""
     hooks: Hooks = {
         (hook.queue.host.name, hook.queue.name): hook
         for hook in Webhook.objects.filter(notify_failed=True).select_related("queue__host")
     }
     if not hooks:
         return 0  # and the cursors stay put: nothing before a webhook existed is owed to it
+    made = notify_file_failures(store, hooks, now=now)
+    try:
+        made += notify_store_failures(store, hooks, now=now)
+    except StoreError as exc:
+        # The PostgreSQL store's database not answering must not hold up the file queues'
+        # notifications nor the sends: its rows wait for a pass that reaches it.
+        logger.warning("failures of PostgreSQL queues not read: %s", exc.detail)
+    return made
+
+
+def notify_file_failures(store: StoreRouter, hooks: Hooks, *, now: dt.datetime) -> int:
+    """A notification for each new failure line of the day-files."""
     # A day-file older than every webhook holds nothing owed to any of them.
     first_day = min(hook.created_at for hook in hooks.values()).astimezone(dt.UTC).date()
     cursors = {cursor.name: cursor for cursor in LogCursor.objects.all()}
@@ -120,19 +137,17 @@ def _notifications(
                 kind=Kind.TASK_FAILED,
                 task_id=record.task_id,
                 source=f"log:{name}:{at}:{line_digest(text)}",
-                body=orjson.dumps(_body(record, store)).decode(),
+                body=failure_body(
+                    store,
+                    record.host,
+                    record.queue,
+                    record.task_id,
+                    attempts=record.attempts,
+                    reason=record.event,
+                    at=record.at,
+                ),
                 next_try_at=now,
                 created_at=now,
             )
         )
     return notes
-
-
-def _body(record: EventRecord, store: StoreRouter) -> dict[str, object]:
-    try:
-        task = store.read(record.host, record.queue, record.task_id).status_view()
-    except StoreError:  # cleaned already (a short retention), or quarantined
-        task = {"id": record.task_id, "host": record.host, "queue": record.queue,
-                "status": "failed", "attempts": record.attempts}  # fmt: skip
-    at = record.at.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return {"event": Kind.TASK_FAILED.value, "reason": record.event, "at": at, "task": task}

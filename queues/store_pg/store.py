@@ -36,8 +36,9 @@ from queues.store.rules import Change
 from queues.store.selecting import Found, OrderKey, Selection, StateCounts
 from queues.store.settings import QueueSettings
 from queues.store.sweep import SweepReport
+from queues.store.sweep_preview import SweepPreview
 
-from . import reads, rows, schema, sweeping
+from . import feed, preview, reads, rows, schema, sweeping
 from .config import PgStoreConfig
 from .following import SETTLE_SECONDS, EventFollower
 from .pool import Pool
@@ -749,6 +750,39 @@ class PostgresStore:
                 conn, self._writer, host, queue, settings, now=now,
                 retain_days=self.config.log_retain_days, events=self._events,
             )  # fmt: skip
+
+    def preview_sweep(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepPreview:
+        """What the next sweep would do to the queue with `settings` at `now`, by the sweep's
+        own rules on the rows as they are; reads only (a queue never posted to: nothing)."""
+        now = now_ms(now)
+        with self._pool.connection() as conn:
+            return preview.preview_queue(conn, host, queue, settings, now=now)
+
+    # -- the events table, read in order by the console (failure webhooks, Task Logs) -------
+
+    @property
+    def events_table(self) -> str:
+        return self.config.events_table
+
+    def event_horizon(self) -> feed.Horizon:
+        """The highest event id now, and the transactions still writing event rows (feed.py)."""
+        with self._pool.connection() as conn:
+            return feed.horizon(conn, self.config.events_table)
+
+    def horizon_settled(self, seen: feed.Horizon) -> bool:
+        """Whether no event row with an id up to `seen.top` can appear any more."""
+        with self._pool.connection() as conn:
+            return feed.settled(conn, self.config.events_table, seen)
+
+    def event_rows(
+        self, *, after: int, upto: int, limit: int, events: frozenset[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The store's event rows with after < id <= upto, oldest first (feed.event_rows)."""
+        with self._pool.connection() as conn:
+            return feed.event_rows(conn, self.config.events_table, after=after, upto=upto,
+                                   limit=limit, events=events)  # fmt: skip
 
 
 if TYPE_CHECKING:

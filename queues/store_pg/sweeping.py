@@ -25,25 +25,38 @@ from .writes import Conn, Writer
 
 BATCH = 500
 
-# live tasks past their queue-timeout window, or holding a lapsed lease
-_LIVE = """
-SELECT seq, record::text FROM th_tasks
-WHERE host = %(host)s AND queue = %(queue)s AND seq > %(after)s AND (
+# Live tasks past their queue-timeout window, or holding a lapsed lease. These conditions only
+# narrow the rows read; each row is judged by the shared verdict (the preview reads them too).
+LIVE_DUE = sql.SQL("""
     (status IN ('pending', 'processing') AND window_start < %(window)s)
-    OR (status = 'processing' AND lease_until <= %(now)s))
-ORDER BY seq LIMIT %(batch)s FOR UPDATE SKIP LOCKED
-"""
+    OR (status = 'processing' AND lease_until <= %(now)s)""")
 # ended tasks whose retention is over (rules.retention_over, which judges each row again)
-_ENDED = """
-SELECT seq, record::text FROM th_tasks
-WHERE host = %(host)s AND queue = %(queue)s AND seq > %(after)s
-    AND status IN ('finished', 'failed', 'cancelled') AND (
+ENDED_DUE = sql.SQL("""
+    status IN ('finished', 'failed', 'cancelled') AND (
         (NOT %(fetched)s AND coalesce(finished_at, updated_at) + %(retain)s <= %(now)s)
         OR (%(fetched)s AND fetched_at IS NULL
             AND coalesce(finished_at, updated_at) + %(max_retain)s <= %(now)s)
-        OR (%(fetched)s AND fetched_at + %(retain)s <= %(now)s))
+        OR (%(fetched)s AND fetched_at + %(retain)s <= %(now)s))""")
+_BATCH_OF = sql.SQL("""
+SELECT seq, record::text FROM th_tasks
+WHERE host = %(host)s AND queue = %(queue)s AND seq > %(after)s AND ({})
 ORDER BY seq LIMIT %(batch)s FOR UPDATE SKIP LOCKED
-"""
+""")
+_LIVE = _BATCH_OF.format(LIVE_DUE)
+_ENDED = _BATCH_OF.format(ENDED_DUE)
+
+
+def due_params(host: str, queue: str, settings: QueueSettings, *, now: int) -> dict[str, object]:
+    """The parameters of LIVE_DUE and ENDED_DUE for one queue's settings at `now`."""
+    return {
+        "host": host,
+        "queue": queue,
+        "now": now,
+        "window": now - settings.queue_seconds * 1000,
+        "fetched": settings.retain_from == "fetched",
+        "retain": settings.retain_seconds * 1000,
+        "max_retain": settings.max_retain_seconds * 1000,
+    }
 
 
 def sweep_queue(
@@ -58,16 +71,7 @@ def sweep_queue(
     events: sql.Identifier,
 ) -> SweepReport:
     report = SweepReport(queues=1)
-    params = {
-        "host": host,
-        "queue": queue,
-        "now": now,
-        "window": now - settings.queue_seconds * 1000,
-        "fetched": settings.retain_from == "fetched",
-        "retain": settings.retain_seconds * 1000,
-        "max_retain": settings.max_retain_seconds * 1000,
-        "batch": BATCH,
-    }
+    params = {**due_params(host, queue, settings, now=now), "batch": BATCH}
     for query in (_LIVE, _ENDED):
         after = 0
         while True:

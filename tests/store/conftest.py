@@ -34,6 +34,7 @@ BOTH_STORES = frozenset(
         "test_batches",
         "test_operators",
         "test_selecting",
+        "test_sweep_preview",
     }
 )
 

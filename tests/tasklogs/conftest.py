@@ -68,8 +68,11 @@ def append(day_dir: Path) -> Callable[..., Path]:
     return write
 
 
-def manage(url: str, *args: str, **popen: Any) -> subprocess.Popen[str]:
+def manage(
+    url: str, *args: str, env_extra: dict[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[str]:
     env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": "test-only", "PYTHONPATH": str(ROOT)}
+    env.update(env_extra or {})
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, text=True, **popen)
 
 

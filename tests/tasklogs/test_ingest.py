@@ -275,14 +275,14 @@ def test_the_command_refuses_a_missing_explicit_source(tmp_path):
 def test_a_chunk_a_peer_stored_meanwhile_is_counted_not_stored(append, day_dir: Path) -> None:
     """The chunk's transaction reads its cursor under a lock: found past the chunk (a peer
     stored it while this run read it), the lines are counted and the chunk trusted stored."""
-    from tasklogs.ingest import _db_time, _store
+    from tasklogs.ingest import _store, db_time
 
     path = append("2025-01-01", line(), line(ms=1), line(ms=2, event="claimed"))
     stale = IngestCursor.objects.create(name=path.name, inode=path.stat().st_ino, offset=0)
     ingest_directory(day_dir)  # the peer: stores all three, moves the cursor to the end
     TaskEvent.objects.filter(offset=0).delete()  # so that storing again would be seen
     block = path.read_bytes()
-    report = _store(block, path.name, 0, len(block), stale, _db_time())
+    report = _store(block, path.name, 0, len(block), stale, db_time())
     assert (report.lines, report.bad) == (3, 0)
     assert TaskEvent.objects.count() == 2  # nothing stored: the cursor said it was
     assert stale.offset == len(block)  # the run's own copy of the cursor caught up

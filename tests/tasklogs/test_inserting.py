@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from tasklogs import inserting
-from tasklogs.ingest import _db_time, _parse, ingest_directory
+from tasklogs.ingest import _parse, db_time, ingest_directory
 from tasklogs.models import TaskEvent
 
 from .conftest import encode, line
@@ -20,7 +20,7 @@ FILE, OFFSET, DIGEST = (inserting.COLUMNS.index(name) for name in ("file", "offs
 
 def chunk_rows() -> list[inserting.Row]:
     data = encode(*(line(ms=i % 1000, event="progress", status="processing") for i in range(LINES)))
-    rows, report = _parse(data, "2025-01-01.jsonl", 0, _db_time())
+    rows, report = _parse(data, "2025-01-01.jsonl", 0, db_time())
     assert (report.lines, report.bad) == (LINES, 0)
     return rows
 

@@ -1,4 +1,5 @@
-"""`manage.py ingest_tasklogs [--follow] [--source DIR]`: the store's day-files into TaskEvent."""
+"""`manage.py ingest_tasklogs [--follow] [--source DIR]`: the store's day-files into TaskEvent,
+and the PostgreSQL store's event rows when that store is in another database (store_events.py)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,28 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
+from queues.pg_location import pg_location
+from queues.services import get_store
+from queues.store import StoreError
 from queues.store.inotify import APPENDS, Channel, watcher
 from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
 from tasklogs.progress import ProgressBar
+from tasklogs.store_events import copy_store_events, store_in_use
 from tasklogs.summaries import SUMMARY_SECONDS, FollowSummary, run_line
 
 SAFETY_WAKE_SECONDS = 30.0  # even with inotify, look again now and then (a missed event, NFS)
 POLL_SECONDS = 1.0  # without inotify: a few stat calls a second cost nothing
+# the PostgreSQL store's rows wake no inotify watch: a follower copying them looks this often
+STORE_POLL_SECONDS = 1.0
 BAR_FROM_BYTES = 4 << 20  # smaller runs finish before a bar would be worth drawing
 
 
 class Command(BaseCommand):
     help = (
         "Read the store's task-event day-files into the Task Logs table (incremental: each run "
-        "reads only what was appended since the last). Prints a line when it ingested something; "
+        "reads only what was appended since the last), and the PostgreSQL store's event rows "
+        "when that store is in another database than the console's (TASKHOSTER_PG_STORE_URL). "
+        "Prints a line when it ingested something; "
         "with --follow, a summary at most every "
         f"{SUMMARY_SECONDS / 60:.0f} minutes, and nothing while idle. Ctrl-C stops it (exit 0)."
     )
@@ -51,6 +60,11 @@ class Command(BaseCommand):
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
         self.quiet = options["verbosity"] == 0
+        location = pg_location()
+        # Only a store in another database has rows to copy: on the console's own database
+        # the store writes Task Logs' rows itself.
+        self.copies_store = location is not None and not location.shares_console_db
+        self.store_error: str | None = None
         summary = FollowSummary()
         try:
             # Watch before the first run, so a line appended while it runs still wakes the next.
@@ -61,6 +75,8 @@ class Command(BaseCommand):
                 summary.said()
             if channel:
                 self._follow(source, channel, generation, summary)
+            elif self.store_error is not None:
+                raise CommandError(self.store_error)
         except KeyboardInterrupt:
             # Ctrl-C is how a follower is meant to stop: no traceback, exit 0. Each chunk was
             # stored with its cursor in one transaction, so an interrupted one is simply read
@@ -75,7 +91,25 @@ class Command(BaseCommand):
             progress.done()
         for bad in report.bad_lines:
             self.stderr.write(f"bad line {bad}")
+        if self.copies_store:
+            report.add(self._copy_store())
         return report, time.monotonic() - started
+
+    def _copy_store(self) -> IngestReport:
+        """The PostgreSQL store's new rows; its database not answering is said once (and
+        again when it changes), and the day-files are ingested all the same."""
+        if not store_in_use():
+            return IngestReport()
+        try:
+            report = copy_store_events(get_store().postgres)
+        except StoreError as exc:
+            error = f"The PostgreSQL store's events were not copied: {exc.detail}"
+            if error != self.store_error:
+                self.stderr.write(error)
+            self.store_error = error
+            return IngestReport()
+        self.store_error = None
+        return report
 
     def _say(self, text: str | None) -> bool:
         if text is not None and not self.quiet:
@@ -94,9 +128,12 @@ class Command(BaseCommand):
     ) -> None:
         while True:
             # Wake for an append, for a summary coming due, or to look again now and then.
-            channel.wait(generation, min(SAFETY_WAKE_SECONDS, summary.due_in()), poll=POLL_SECONDS)
+            wake = min(SAFETY_WAKE_SECONDS, summary.due_in())
+            if self.copies_store:
+                wake = min(wake, STORE_POLL_SECONDS)
+            channel.wait(generation, wake, poll=POLL_SECONDS)
             generation = channel.generation  # read before the run, so no append is missed
             close_old_connections()  # a follower runs for days; drop a connection gone bad
             report, _ = self._timed_run(source)
-            summary.add(lines=report.lines, bad=report.bad)
+            summary.add(lines=report.lines + report.store_rows, bad=report.bad)
             self._say(summary.take_if_due())
