@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_EVENTS_TABLE = "th_events"
+
 
 @dataclass(frozen=True, kw_only=True)
 class PgStoreConfig:
@@ -16,7 +18,7 @@ class PgStoreConfig:
     (a verb holds one for its transaction; more callers than this wait for one)."""
 
     dsn: str
-    events_table: str = "th_events"
+    events_table: str = DEFAULT_EVENTS_TABLE
     schema: str = "public"
     log_retain_days: int = 21
     pool_size: int = 8

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .config import PgStoreConfig
+from .config import DEFAULT_EVENTS_TABLE, PgStoreConfig
 
 # Any constant both processes agree on: the DDL's advisory lock (pg_advisory_xact_lock).
 DDL_LOCK = 0x7448_5354_4F52_4531  # "tHSTORE1"
@@ -125,7 +125,7 @@ def ensure(conn: psycopg.Connection[tuple[Any, ...]], config: PgStoreConfig) -> 
             if statement.strip():
                 conn.execute(sql.SQL(statement))
         table = config.events_table
-        if not _exists(conn, table):
+        if not _exists(conn, config.schema, table):
             events = sql.SQL(_EVENTS).format(
                 table=sql.Identifier(table),
                 unique=sql.Identifier(f"{table}_line"),
@@ -136,7 +136,14 @@ def ensure(conn: psycopg.Connection[tuple[Any, ...]], config: PgStoreConfig) -> 
                     conn.execute(sql.SQL(statement))
 
 
-def _exists(conn: psycopg.Connection[tuple[Any, ...]], table: str) -> bool:
-    """Whether the table is on the search path already (Django's migration made it)."""
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+def _exists(conn: psycopg.Connection[tuple[Any, ...]], schema: str, table: str) -> bool:
+    """Whether the events table is there already. The store's own (`th_events`) is looked for
+    in the store's schema only: found on the search path, a `public.th_events` of another
+    store would take this store's events. Any other name is a table Django's migration made
+    (Task Logs'), found on the search path as the store's statements will find it."""
+    if table == DEFAULT_EVENTS_TABLE:
+        name = sql.Identifier(schema, table).as_string(conn)
+    else:
+        name = sql.Identifier(table).as_string(conn)
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
     return bool(row and row[0])

@@ -383,3 +383,17 @@ def test_without_a_server_the_postgres_param_fails_where_it_is_required():
     assert done.returncode == 1, done.stdout
     assert "1 passed, 1 error" in done.stdout  # failed in its fixture, which makes the store
     assert "PostgreSQL is required here (TASKHOSTER_REQUIRE_POSTGRES=1)" in done.stdout
+
+
+def test_a_th_events_table_of_another_schema_does_not_take_this_stores_events():
+    with psycopg.connect(pg.database_dsn(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.th_events (stranger integer)")
+        try:
+            harness = pg.PgHarness()
+            try:
+                task = harness.post()
+                assert [line["id"] for line in harness.events()] == [task.id]
+            finally:
+                harness.drop()
+        finally:
+            conn.execute("DROP TABLE public.th_events")
