@@ -191,7 +191,9 @@ def _pg_table(
         one = by.get((key, 1))
         if one is None:
             continue
-        row = [systems[key]["label"], _rate(one["post"])]
+        # the floor's rows are one INSERT ... generate_series: no post rate to compare
+        posted = "-" if key == "taskhoster-pg-floor" else _rate(one["post"])
+        row = [systems[key]["label"], posted]
         for consumers in counts:
             result = by.get((key, consumers))
             base = medians.get((PG_BASELINE, consumers))
