@@ -137,6 +137,25 @@ def _consume_batches(root: str, fsync: bool, worker: str, start: mp.Event, out: 
     out.put(done)
 
 
+def timed_drain(target: Any, args_of: Any, consumers: int, *, warmup: float) -> tuple[int, float]:
+    """Start `consumers` spawned processes of `target(*args_of(i), start, out)`, give them
+    `warmup` seconds to import and connect (not timed), then time them from the start signal
+    until each has put its count of tasks drained: (tasks drained, seconds)."""
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args_of(i), start, out)) for i in range(consumers)]
+    for p in procs:
+        p.start()
+    time.sleep(warmup)
+    started = time.perf_counter()
+    start.set()
+    drained = sum(out.get() for _ in procs)
+    drain_s = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    return drained, drain_s
+
+
 def taskhoster_run(
     fsync: bool, n: int, consumers: int, root: Path, *, batched: bool = False
 ) -> dict[str, float]:
@@ -151,20 +170,10 @@ def taskhoster_run(
             store.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="bench")
     post_s = time.perf_counter() - started
     store.close()
-    ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
     consume = _consume_batches if batched else _consume
-    procs = [ctx.Process(target=consume, args=(str(root), fsync, f"w{i}", start, out))
-             for i in range(consumers)]  # fmt: skip
-    for p in procs:
-        p.start()
-    time.sleep(1.0)  # every consumer imported the store: not timed
-    started = time.perf_counter()
-    start.set()
-    drained = sum(out.get() for _ in procs)
-    drain_s = time.perf_counter() - started
-    for p in procs:
-        p.join()
+    # every consumer imports the store in its warm-up
+    drained, drain_s = timed_drain(consume, lambda i: (str(root), fsync, f"w{i}"), consumers,
+                                   warmup=1.0)  # fmt: skip
     assert drained == n, (drained, n)
     return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
 
@@ -218,19 +227,8 @@ def taskhoster_depth_run(
         entries = [PostEntry(item={"n": 1}) for _ in range(min(BATCH, depth - first))]
         store.post_many(HOST, QUEUE, entries, settings=S, posted_by="bench")
     store.close()
-    ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_consume_until, args=(str(root), fsync, f"w{i}", cap, start, out))
-             for i in range(consumers)]  # fmt: skip
-    for p in procs:
-        p.start()
-    time.sleep(1.0)  # every consumer imported the store: not timed
-    started = time.perf_counter()
-    start.set()
-    drained = sum(out.get() for _ in procs)
-    drain_s = time.perf_counter() - started
-    for p in procs:
-        p.join()
+    drained, drain_s = timed_drain(_consume_until, lambda i: (str(root), fsync, f"w{i}", cap),
+                                   consumers, warmup=1.0)  # fmt: skip
     assert drained <= depth, (drained, depth)
     return {"drain": drained / drain_s, "drained": drained, "seconds": drain_s}
 
@@ -316,19 +314,9 @@ def pg_run(dsn: str, n: int, consumers: int, *, batched: bool) -> dict[str, floa
             for _ in range(n):
                 store.post(HOST, QUEUE, {"n": 1}, settings=S, posted_by="bench")
         post_s = time.perf_counter() - started
-        ctx = mp.get_context("spawn")
-        start, out = ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=_pg_consume, args=(config, batched, f"w{i}", start, out))
-                 for i in range(consumers)]  # fmt: skip
-        for p in procs:
-            p.start()
-        time.sleep(1.5)  # every consumer imported the store and opened its tables: not timed
-        started = time.perf_counter()
-        start.set()
-        drained = sum(out.get() for _ in procs)
-        drain_s = time.perf_counter() - started
-        for p in procs:
-            p.join()
+        # every consumer imports the store and opens its tables in its warm-up
+        drained, drain_s = timed_drain(_pg_consume, lambda i: (config, batched, f"w{i}"),
+                                       consumers, warmup=1.5)  # fmt: skip
         assert drained == n, (drained, n)
         claims = store.stats(HOST, QUEUE)
         assert claims.done == n and claims.pending == claims.processing == 0, claims
@@ -376,19 +364,7 @@ def pg_floor_run(dsn: str, n: int, consumers: int) -> dict[str, float]:
                      " FROM generate_series(1, %s) AS i", (n,))  # fmt: skip
         post_s = time.perf_counter() - started
         conn.execute("ANALYZE floor_tasks")
-    ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_pg_floor_consume, args=(dsn, start, out))
-             for _ in range(consumers)]  # fmt: skip
-    for p in procs:
-        p.start()
-    time.sleep(1.5)  # every consumer connected: not timed
-    started = time.perf_counter()
-    start.set()
-    drained = sum(out.get() for _ in procs)
-    drain_s = time.perf_counter() - started
-    for p in procs:
-        p.join()
+    drained, drain_s = timed_drain(_pg_floor_consume, lambda i: (dsn,), consumers, warmup=1.5)
     assert drained == n, (drained, n)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE floor_tasks")
