@@ -10,8 +10,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
+from queues.store import StorageUnavailable
 from queues.store_router import StoreRouter
 from schedules.running import post_due_schedules
 from webhooks.notifying import notify
@@ -31,5 +33,11 @@ def _run(name: str, service: Callable[..., Any], store: StoreRouter, now: dt.dat
     # not stop because a schedule or a webhook could not be served.
     try:
         service(store, now=now)
+    except (OperationalError, InterfaceError, StorageUnavailable):
+        # The database went away during the service (the sweep of this pass found it up): the
+        # next pass's sweep meets the outage and says it once, as the loop does for the whole
+        # outage; a traceback here would say it again, in another voice, for each service.
+        connections.close_all()
+        logger.debug("sweep: %s met the database down", name)
     except Exception:
         logger.exception("sweep: %s failed; the next pass tries again", name)
