@@ -100,9 +100,10 @@ def read_tasks(queue_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def state_problems(queue_dir: Path, now_ms: int, grace_ms: int) -> list[str]:
-    """What in pending/ and processing/ is neither claimable nor held by a live lease: files
-    that are not this queue's tasks, and processing tasks whose lease lapsed over `grace_ms`
-    ago (the sweep should have taken them back)."""
+    """What in pending/ and processing/ is neither claimable nor held by a live lease: entries
+    named as tasks (`<id>.json`) that are not this queue's readable tasks, and processing tasks
+    whose lease lapsed over `grace_ms` ago (the sweep should have taken them back). A regular
+    file not named as a task (a `notes.txt`) is no task and is left to `foreign_files`."""
     problems = []
     for state in ("pending", "processing"):
         try:
@@ -118,7 +119,6 @@ def state_problems(queue_dir: Path, now_ms: int, grace_ms: int) -> list[str]:
                 problems.append(f"{where}: not a regular file (a planted FIFO?) left in place")
                 continue
             if not entry.name.endswith(".json"):
-                problems.append(f"{where}: a foreign file left in place")
                 continue
             try:
                 record = json.loads(Path(entry.path).read_bytes())
@@ -137,6 +137,24 @@ def state_problems(queue_dir: Path, now_ms: int, grace_ms: int) -> list[str]:
                 if not isinstance(until, int) or until < now_ms - grace_ms:
                     problems.append(f"{where}: its lease lapsed {now_ms - (until or 0)} ms ago")
     return problems
+
+
+def foreign_files(queue_dir: Path) -> list[str]:
+    """Regular files in pending/ and processing/ not named as tasks: harmless, but counted."""
+    found = []
+    for state in ("pending", "processing"):
+        try:
+            entries = list(os.scandir(queue_dir / state))
+        except OSError:
+            continue
+        found += [
+            f"{state}/{e.name}"
+            for e in entries
+            if not e.name.startswith(".")
+            and not e.name.endswith(".json")
+            and e.is_file(follow_symlinks=False)
+        ]
+    return found
 
 
 # -- the event log ----------------------------------------------------------------------------
@@ -455,6 +473,9 @@ def check(run_dir: Path, *, items: Path, logs: Path, db: Path) -> Verdict:
     stored = stored_lines(db)
     check_events(lines, stored, v)
     check_tasks(load, read_tasks(items / HOST / QUEUE), lines, stored, v)
+    v.figures["foreign files left in the state dirs (not tasks)"] = len(
+        foreign_files(items / HOST / QUEUE)
+    )
     return v
 
 
