@@ -2,7 +2,9 @@
 fault phase, each noted in faults.jsonl (op, t, and what it planted or killed).
 
 Disk faults hold for a short random time and are always undone (a fill freed, a read-only
-mount made writable again) before the next one, and in the runner's `finally` by `undo`.
+mount made writable again) before the next one, and in the runner's `finally` by `undo`. A
+read-only remount is refused by the kernel while a process holds a file there open for writing
+(the event log keeps its day-file open): it is tried for 2 s and otherwise noted as not applied.
 Planted files (FIFOs, corrupt, truncated, foreign, another queue's record) are left for the
 sweep: the checks want them out of the state directories once the faults end. Control
 characters go in every text field a request has; whatever the server answers is judged like any
@@ -35,6 +37,7 @@ BASE_COUNTS = {
     "fill_items": 3,
     "fill_logs": 3,
     "ro_logs": 3,
+    "ro_items": 2,
     "fifo_pending": 2,
     "fifo_processing": 2,
     "corrupt": 3,
@@ -105,8 +108,8 @@ class Injector:
     def undo(self) -> None:
         for directory in (self.server.items, self.server.logs):
             self.mounts.free(directory)
-        with contextlib.suppress(OSError):
-            self.mounts.read_write(self.server.logs)
+            with contextlib.suppress(OSError):
+                self.mounts.read_write(directory)
 
     def hold(self) -> float:
         seconds = self.rng.uniform(1.0, 3.0)
@@ -125,12 +128,18 @@ class Injector:
         self.note("fill_logs", bytes=written, held=self.hold())
         self.mounts.free(self.server.logs)
 
-    def ro_logs(self) -> None:
-        self.mounts.read_only(self.server.logs)
+    def _read_only(self, op: str, directory: Path) -> None:
+        tries = self.mounts.read_only(directory)
         try:
-            self.note("ro_logs", held=self.hold())
+            self.note(op, tries=tries, held=self.hold())
         finally:
-            self.mounts.read_write(self.server.logs)
+            self.mounts.read_write(directory)
+
+    def ro_logs(self) -> None:
+        self._read_only("ro_logs", self.server.logs)
+
+    def ro_items(self) -> None:
+        self._read_only("ro_items", self.server.items)
 
     # -- planted files ----------------------------------------------------------------------
 

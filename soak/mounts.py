@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import time
 from pathlib import Path
 
 FILLER = ".soak-filler"
@@ -70,8 +71,18 @@ class Mounts:
         with contextlib.suppress(FileNotFoundError):
             (directory / FILLER).unlink()
 
-    def read_only(self, directory: Path) -> None:
-        _mount("-o", "remount,ro", str(directory))
+    def read_only(self, directory: Path, tries: int = 40) -> int:
+        """Remount read-only; the tries it took. The kernel refuses (busy) while any process
+        holds a file there open for writing, so it is tried again `tries` times, 50 ms apart."""
+        for attempt in range(1, tries + 1):
+            try:
+                _mount("-o", "remount,ro", str(directory))
+                return attempt
+            except MountError as exc:
+                if "busy" not in str(exc) or attempt == tries:
+                    raise
+                time.sleep(0.05)
+        return tries
 
     def read_write(self, directory: Path) -> None:
         _mount("-o", "remount,rw", str(directory))
