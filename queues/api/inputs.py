@@ -11,6 +11,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
+from queues.control_characters import described, first_control
 from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
 from queues.store.errors import out_of_range, shown
 
@@ -50,6 +51,18 @@ def string(body: dict[str, Any], name: str) -> str:
         raise InvalidRequest(f"{name} is required.")
     if not isinstance(value, str):
         raise InvalidRequest(f"{name} must be a string.")
+    return _without_controls(name, value)
+
+
+def _without_controls(name: str, value: str) -> str:
+    """A name-like string as sent, or the refusal naming the field: a NUL in a worker name
+    would break PostgreSQL's text columns and a newline would forge lines wherever it is shown
+    (queues.control_characters)."""
+    position = first_control(value)
+    if position is not None:
+        raise InvalidRequest(
+            f"{name} must not hold control characters (got {described(value, position)})."
+        )
     return value
 
 
@@ -221,6 +234,8 @@ def reports(body: dict[str, Any]) -> list[Report]:
 
 def _optional_string(body: dict[str, Any], name: str) -> str | None:
     value = body.get(name)
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise InvalidRequest(f"{name} must be a string.")
-    return value
+    return _without_controls(name, value)
