@@ -6,6 +6,7 @@ applies, is refused in one wording (queues.store.errors.out_of_range), the store
 """
 
 import math
+import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
@@ -127,10 +128,7 @@ def query(
     if raw is None or raw == "":
         return default
     what = "an integer" if kind is int else "a number"
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
+    value = _number(raw, kind)
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         if low is not None and high is not None:
             raise out_of_range(name, raw, low, high, kind=what, unit=unit)
@@ -139,6 +137,26 @@ def query(
         sent = int(value) if isinstance(value, float) and value.is_integer() else value
         raise out_of_range(name, sent, low, high, kind=what, unit=unit)  # "got 90", as sent
     return value
+
+
+# How a query number may be written: int() and float() also read "٣", "1_000" and " 7 ",
+# which no client means; a Python-only spelling must not decide what an offset or a wait is.
+_SPELLING = {
+    int: re.compile(r"[+-]?[0-9]+"),
+    float: re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"),
+}
+# The largest offset PostgreSQL's OFFSET takes (bigint); past it the query fails, not the list.
+MAX_OFFSET = 2**63 - 1
+
+
+def _number(raw: str, kind: type) -> Any:
+    """`raw` as `kind`, or None when it is not one."""
+    if not _SPELLING[kind].fullmatch(raw):
+        return None
+    try:
+        return kind(raw)
+    except ValueError:  # a float's bad spelling, or an integer over Python's digit limit
+        return None
 
 
 def status_filter(request: Request) -> str | None:
@@ -155,9 +173,12 @@ def wait_query(request: Request) -> tuple[float, int | None]:
 
 
 def page(request: Request) -> tuple[int, int]:
-    """limit (clamped to 1..200, as api.md says, never refused) and offset (at least 0)."""
+    """limit (clamped to 1..200, as api.md says, never refused) and offset (a negative one
+    reads as 0; one past MAX_OFFSET is refused: no store could skip that many)."""
     limit = min(max(query(request, "limit", int, 50), 1), 200)
     offset = max(query(request, "offset", int, 0), 0)
+    if offset > MAX_OFFSET:
+        raise out_of_range("offset", offset, 0, MAX_OFFSET)
     return limit, offset
 
 
