@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from queues.api.authentication import NO_CREDENTIALS
-from queues.api.parsers import body_too_large, content_length
+from queues.api.parsers import LengthRequired, body_too_large, content_length
 from queues.store.errors import InvalidTransition, QueueFull, StorageUnavailable, StoreError
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
     (exceptions.UnsupportedMediaType, "unsupported_media_type"),
     (exceptions.Throttled, "throttled"),
     (exceptions.ValidationError, "invalid_request"),
+    (LengthRequired, "length_required"),
 ]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
+from queues.api.parsers import NO_BODY, chunked_body, is_chunked
 from queues.control_characters import described, first_control
 from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
 from queues.store.errors import out_of_range, shown
@@ -23,10 +24,13 @@ def json_body(request: Request) -> Any:
     """The parsed body. A body must be there and must say it is JSON.
 
     DRF treats a missing body, or a body without a Content-Type, as `{}`: that would post an
-    empty item instead of telling the client what went wrong.
+    empty item instead of telling the client what went wrong. A chunked body (no
+    Content-Length) is read where the server de-chunks it (queues.api.parsers.chunked_body).
     """
+    if is_chunked(request):
+        return chunked_body(request)
     if not _content_length(request):
-        raise ParseError("The request has no body: send a JSON document.")
+        raise ParseError(NO_BODY)
     if not request.content_type:
         raise UnsupportedMediaType("", detail="Send the body as Content-Type: application/json.")
     return request.data
