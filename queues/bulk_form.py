@@ -79,6 +79,12 @@ def _tally(post: QueryDict) -> Tally:
     refused: Counter[str] = Counter()
     for entry in post.getlist("refused"):
         code, _, n = entry.partition(":")
-        if _CODE.fullmatch(code) and n.isdigit() and len(n) < 10:
+        if _CODE.fullmatch(code) and _count(n):
             refused[code] += int(n)
-    return Tally(done=int(done) if done.isdigit() and len(done) < 10 else 0, refused=refused)
+    return Tally(done=int(done) if _count(done) else 0, refused=refused)
+
+
+def _count(text: str) -> bool:
+    """Whether `text` is a tally count: ASCII digits only (isdigit() alone takes "²", which
+    int() refuses), short enough to be one."""
+    return text.isascii() and text.isdigit() and len(text) < 10

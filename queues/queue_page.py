@@ -213,7 +213,8 @@ def cursor_text(key: OrderKey | None) -> str:
 def parse_cursor(text: str | None) -> OrderKey | None:
     """'postedAt.id' as the store's order key; None for anything else (the first page)."""
     posted, _, task_id = (text or "").partition(".")
-    if not posted.isdigit() or len(posted) > 16 or len(task_id) != 16:
+    # isascii() too: isdigit() takes "²", which int() refuses.
+    if not (posted.isascii() and posted.isdigit()) or len(posted) > 16 or len(task_id) != 16:
         return None
     if any(c not in "0123456789abcdef" for c in task_id):
         return None
@@ -248,4 +249,6 @@ def settings_glance(queue: Queue) -> list[tuple[str, str]]:
 
 
 def _number(raw: str | None) -> int:
-    return int(raw) if raw and raw.isdigit() and 0 < int(raw) < 1_000_000 else 1
+    if not raw or not (raw.isascii() and raw.isdigit()):  # isdigit() alone takes "²"
+        return 1
+    return int(raw) if 0 < int(raw) < 1_000_000 else 1

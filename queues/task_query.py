@@ -106,11 +106,17 @@ def field(task: Task, steps: list[str]) -> Any:
     for step in steps[1:]:
         if isinstance(value, dict) and step in value:
             value = value[step]
-        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
+        elif isinstance(value, list) and _is_index(step) and int(step) < len(value):
             value = value[int(step)]
         else:
             return _MISSING
     return value
+
+
+def _is_index(step: str) -> bool:
+    """Whether a step reads as a list index: ASCII digits only (isdigit() alone takes "²",
+    which int() refuses)."""
+    return step.isascii() and step.isdigit()
 
 
 def _exists(steps: list[str]) -> Callable[[Task], bool]:

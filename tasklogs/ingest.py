@@ -26,7 +26,7 @@ from queues.store.paths import day_of_file
 
 from .inserting import Row, copy_new_rows
 from .models import IngestCursor
-from .parsing import BadLine, line_digest, parse_line
+from .parsing import BadLine, after_torn_prefix, line_digest, parse_line
 
 CHUNK_BYTES = 4 << 20  # about 15,000 lines: one transaction, short enough not to starve a peer
 MAX_BAD_SHOWN = 20
@@ -208,36 +208,44 @@ def _rows(
     offset = base
     for line in chunk.split(b"\n")[:-1]:  # the chunk ends in a newline: the last piece is empty
         report.lines += 1
+        start, offset = offset, offset + len(line) + 1
         try:
             r = parse_line(line)
         except BadLine as exc:
-            _bad(report, name, offset, str(exc))
-        else:
-            # In COLUMNS' order.
-            yield (
-                r.t,
-                to_db_time(r.at),
-                r.host,
-                r.queue,
-                r.task_id,
-                r.event,
-                r.status,
-                r.attempts,
-                r.worker or "",
-                r.bytes_item,
-                r.bytes_progress,
-                r.bytes_result,
-                r.bytes_error,
-                ",".join(r.archived),
-                r.by or "",
-                r.origin or "",
-                r.edited,
-                r.lapsed,
-                name,
-                offset,
-                line_digest(line),
-            )
-        offset += len(line) + 1
+            glued = after_torn_prefix(line)
+            if glued is None:
+                _bad(report, name, start, str(exc))
+                continue
+            # A torn fragment, then a whole line: the fragment is bad, the line is stored at
+            # its own offset, as if the fragment had ended in a newline.
+            cut, r = glued
+            _bad(report, name, start, f"a torn line ({cut} bytes) before the line at {start + cut}")
+            report.lines += 1
+            start, line = start + cut, line[cut:]
+        # In COLUMNS' order.
+        yield (
+            r.t,
+            to_db_time(r.at),
+            r.host,
+            r.queue,
+            r.task_id,
+            r.event,
+            r.status,
+            r.attempts,
+            r.worker or "",
+            r.bytes_item,
+            r.bytes_progress,
+            r.bytes_result,
+            r.bytes_error,
+            ",".join(r.archived),
+            r.by or "",
+            r.origin or "",
+            r.edited,
+            r.lapsed,
+            name,
+            start,
+            line_digest(line),
+        )
 
 
 def _bad(report: IngestReport, name: str, offset: int, reason: str) -> None:

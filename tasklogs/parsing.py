@@ -1,7 +1,9 @@
 """One line of the store's event log, checked and turned into a value (tasklogs.md).
 
 Pure: no database, no files. A line that is not exactly the contract's shape raises BadLine,
-which the ingester counts and reports; it never stops a run.
+which the ingester counts and reports; it never stops a run. A line that passes fits every
+column of TaskEvent on any database: lengths are the columns' own, and a control character in
+a worker or operator name (PostgreSQL refuses a NUL in text) is stored as U+FFFD.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from queues.control_characters import replaced
 from queues.store.errors import StoreError
 from queues.store.eventlog import EVENTS
 from queues.store.paths import validate_host, validate_queue, validate_task_id
@@ -27,6 +30,7 @@ QUARANTINED = "quarantined"
 STATUSES = frozenset(STATES) | {QUARANTINED}
 MAX_WORKER = 255
 MAX_BY = 150  # Django's user name length
+LINE_START = b'{"t":'  # how every line the store writes begins (eventlog.event_line)
 _REQUIRED = frozenset(
     {"t", "at", "host", "queue", "id", "event", "status", "attempts", "worker", "bytes"}
     | {"archived"}
@@ -79,6 +83,25 @@ def parse_line(text: bytes | str) -> EventRecord:
         raise BadLine("host, queue or id is not a valid name") from None
 
 
+def after_torn_prefix(line: bytes) -> tuple[int, EventRecord] | None:
+    """The event line glued behind a torn fragment, and where it starts in `line`; None when
+    there is none to be had.
+
+    A writer whose line was cut short (a short write, no newline) leaves its fragment in front
+    of the next line: `{"t":...,"ev{"t":...}`. Each line the store writes starts with `{"t":`,
+    and these five bytes cannot occur inside a JSON string (its quotes are escaped), so the
+    last of them in the line is where the last line written began. What follows it is taken
+    only if it parses as a whole event line by itself: nothing is ever made up from the
+    fragment."""
+    cut = line.rfind(LINE_START)
+    if cut <= 0:
+        return None
+    try:
+        return cut, parse_line(line[cut:])
+    except BadLine:
+        return None
+
+
 def line_digest(line: bytes) -> int:
     """A signed 64-bit hash of the raw line: with the file and offset it makes the line's key, so
     a day-file rewritten with other content at the same offsets is not mistaken for the old one."""
@@ -107,8 +130,10 @@ def _record(d: dict[str, Any]) -> EventRecord:
         raise BadLine("only a quarantined line has no state")
     if type(attempts) is not int or not 0 <= attempts < 2**31:
         raise BadLine("attempts is not a count")
-    if worker is not None and (type(worker) is not str or not 0 < len(worker) <= MAX_WORKER):
-        raise BadLine("worker is not a name")
+    if worker is not None:
+        if type(worker) is not str or not 0 < len(worker) <= MAX_WORKER:
+            raise BadLine("worker is not a name")
+        worker = replaced(worker)  # the event is real; a NUL would not fit a text column
     if type(sizes) is not dict:
         raise BadLine("bytes is not an object")
     item, progress = sizes.get("item", 0), sizes.get("progress", 0)
@@ -126,8 +151,10 @@ def _record(d: dict[str, Any]) -> EventRecord:
                            item, progress, result, error, kinds)  # fmt: skip
     by, origin = d.get("by"), d.get("from")
     edited, lapsed = d.get("edited", False), d.get("lapsed", False)
-    if by is not None and (type(by) is not str or not 0 < len(by) <= MAX_BY):
-        raise BadLine("by is not a user name")
+    if by is not None:
+        if type(by) is not str or not 0 < len(by) <= MAX_BY:
+            raise BadLine("by is not a user name")
+        by = replaced(by)
     if origin is not None:
         validate_task_id(origin)
     if type(edited) is not bool or type(lapsed) is not bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
@@ -466,3 +467,25 @@ def test_a_requeue_and_a_delete_by_filter_name_the_operator_in_the_log(resize, s
     ingest_directory(store_dirs["logs"] / "tasks")
     logged = TaskEvent.objects.filter(event__in=("requeued", "deleted")).values_list("event", "by")
     assert sorted(logged) == [("deleted", "olga"), ("requeued", "olga"), ("requeued", "olga")]
+
+
+def test_a_carried_tally_in_other_digits_counts_nothing_never_a_500(resize, staff):
+    task = post(resize)
+    answer = staff.post(BULK, {"do": "cancel:selected", "ids": task.id, "confirm": "1",
+                               "done": "\u00b2", "refused": ["not_cancellable:\u00b2"]},
+                        follow=True)  # fmt: skip
+    assert "cancel: 1 done, 0 refused." in answer.content.decode()
+
+
+@pytest.mark.parametrize("page", ["\u00b2", "\u0663", "\uff12"])
+def test_a_page_number_in_other_digits_is_page_one(resize, staff, page):
+    tasks = [post(resize, now=T0 + i) for i in range(queue_page.PAGE_SIZE + 5)]
+    assert listed(page_of(staff, f"?page={quote(page)}")) == listed(page_of(staff))
+    assert tasks[-1].id in listed(page_of(staff, f"?page={quote(page)}"))
+
+
+def test_a_cursor_in_other_digits_starts_from_the_first_page(resize, staff):
+    tasks = [post(resize, {"k": "v"}, now=T0 + i) for i in range(3)]
+    after = quote("\u00b2" * 3 + ".0123456789abcdef")
+    page = page_of(staff, f"?q=item.k+%3D+v&after={after}")
+    assert listed(page) == [t.id for t in reversed(tasks)]

@@ -75,3 +75,11 @@ def test_exists_and_the_other_roots():
 def test_a_malformed_search_says_what_is_wrong(text, message):
     with pytest.raises(QueryError, match=message):
         parse_search(text)
+
+
+@pytest.mark.parametrize("step", ["\u00b2", "\u0661", "\uff11"])
+def test_a_step_in_other_digits_is_a_key_not_a_list_index(step):
+    """isdigit() takes these; int() refuses "²" and reads the others as numbers: no index."""
+    record = task({"k": ["a", "b"], "d": {step: "x"}})
+    assert not matches(f"item.k.{step} exists", record)
+    assert matches(f"item.d.{step} = x", record)

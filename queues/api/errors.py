@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from queues.api.authentication import NO_CREDENTIALS
-from queues.api.parsers import body_too_large, content_length
+from queues.api.parsers import LengthRequired, body_too_large, content_length
 from queues.store.errors import InvalidTransition, QueueFull, StorageUnavailable, StoreError
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
     (exceptions.UnsupportedMediaType, "unsupported_media_type"),
     (exceptions.Throttled, "throttled"),
     (exceptions.ValidationError, "invalid_request"),
+    (LengthRequired, "length_required"),
 ]
 
 
@@ -79,7 +80,7 @@ def refusal(code: str, detail: str, status_code: int, **headers: str) -> Respons
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's EXCEPTION_HANDLER. Anything not mapped here is a bug and stays a 500."""
+    """DRF's EXCEPTION_HANDLER. Anything not mapped here is a bug: api.md's JSON 500."""
     if isinstance(exc, StoreError):
         return _store_refusal(exc)
     if isinstance(exc, OperationalError | InterfaceError):
@@ -99,7 +100,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     if not isinstance(exc, exceptions.APIException):
-        return None
+        return _unexpected(exc, context)
     set_rollback()
     if isinstance(exc, exceptions.NotAuthenticated):
         exc.detail = NO_CREDENTIALS  # one sentence for every missing-credentials refusal
@@ -110,6 +111,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if getattr(exc, "wait", None):
         headers["Retry_After"] = f"{int(exc.wait)}"
     return refusal(code, _sentence(exc.detail), exc.status_code, **headers)
+
+
+def _unexpected(exc: Exception, context: dict[str, Any]) -> Response:
+    """A bug: logged with its traceback (DRF's default would have left that to Django, and
+    answered Django's HTML page, which no client of a JSON API can read), and answered with
+    api.md's `{"code": "internal"}`. The request's transaction, if any, is undone."""
+    set_rollback()
+    request = context.get("request")
+    logger.error(
+        "unexpected error in %s %s",
+        getattr(request, "method", "?"),
+        getattr(request, "path", "?"),
+        exc_info=exc,
+    )
+    return refusal("internal", INTERNAL_DETAIL, status.HTTP_500_INTERNAL_SERVER_ERROR)
 
 
 def _store_refusal(exc: StoreError) -> Response:

@@ -6,11 +6,14 @@ applies, is refused in one wording (queues.store.errors.out_of_range), the store
 """
 
 import math
+import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
+from queues.api.parsers import NO_BODY, chunked_body, is_chunked
+from queues.control_characters import described, first_control
 from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
 from queues.store.errors import out_of_range, shown
 
@@ -21,10 +24,13 @@ def json_body(request: Request) -> Any:
     """The parsed body. A body must be there and must say it is JSON.
 
     DRF treats a missing body, or a body without a Content-Type, as `{}`: that would post an
-    empty item instead of telling the client what went wrong.
+    empty item instead of telling the client what went wrong. A chunked body (no
+    Content-Length) is read where the server de-chunks it (queues.api.parsers.chunked_body).
     """
+    if is_chunked(request):
+        return chunked_body(request)
     if not _content_length(request):
-        raise ParseError("The request has no body: send a JSON document.")
+        raise ParseError(NO_BODY)
     if not request.content_type:
         raise UnsupportedMediaType("", detail="Send the body as Content-Type: application/json.")
     return request.data
@@ -50,6 +56,18 @@ def string(body: dict[str, Any], name: str) -> str:
         raise InvalidRequest(f"{name} is required.")
     if not isinstance(value, str):
         raise InvalidRequest(f"{name} must be a string.")
+    return _without_controls(name, value)
+
+
+def _without_controls(name: str, value: str) -> str:
+    """A name-like string as sent, or the refusal naming the field: a NUL in a worker name
+    would break PostgreSQL's text columns and a newline would forge lines wherever it is shown
+    (queues.control_characters)."""
+    position = first_control(value)
+    if position is not None:
+        raise InvalidRequest(
+            f"{name} must not hold control characters (got {described(value, position)})."
+        )
     return value
 
 
@@ -114,10 +132,7 @@ def query(
     if raw is None or raw == "":
         return default
     what = "an integer" if kind is int else "a number"
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
+    value = _number(raw, kind)
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         if low is not None and high is not None:
             raise out_of_range(name, raw, low, high, kind=what, unit=unit)
@@ -126,6 +141,26 @@ def query(
         sent = int(value) if isinstance(value, float) and value.is_integer() else value
         raise out_of_range(name, sent, low, high, kind=what, unit=unit)  # "got 90", as sent
     return value
+
+
+# How a query number may be written: int() and float() also read "٣", "1_000" and " 7 ",
+# which no client means; a Python-only spelling must not decide what an offset or a wait is.
+_SPELLING = {
+    int: re.compile(r"[+-]?[0-9]+"),
+    float: re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"),
+}
+# The largest offset PostgreSQL's OFFSET takes (bigint); past it the query fails, not the list.
+MAX_OFFSET = 2**63 - 1
+
+
+def _number(raw: str, kind: type) -> Any:
+    """`raw` as `kind`, or None when it is not one."""
+    if not _SPELLING[kind].fullmatch(raw):
+        return None
+    try:
+        return kind(raw)
+    except ValueError:  # a float's bad spelling, or an integer over Python's digit limit
+        return None
 
 
 def status_filter(request: Request) -> str | None:
@@ -142,9 +177,12 @@ def wait_query(request: Request) -> tuple[float, int | None]:
 
 
 def page(request: Request) -> tuple[int, int]:
-    """limit (clamped to 1..200, as api.md says, never refused) and offset (at least 0)."""
+    """limit (clamped to 1..200, as api.md says, never refused) and offset (a negative one
+    reads as 0; one past MAX_OFFSET is refused: no store could skip that many)."""
     limit = min(max(query(request, "limit", int, 50), 1), 200)
     offset = max(query(request, "offset", int, 0), 0)
+    if offset > MAX_OFFSET:
+        raise out_of_range("offset", offset, 0, MAX_OFFSET)
     return limit, offset
 
 
@@ -221,6 +259,8 @@ def reports(body: dict[str, Any]) -> list[Report]:
 
 def _optional_string(body: dict[str, Any], name: str) -> str | None:
     value = body.get(name)
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise InvalidRequest(f"{name} must be a string.")
-    return value
+    return _without_controls(name, value)

@@ -13,13 +13,14 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import APIException, ParseError, UnsupportedMediaType
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 from queues.store.errors import PayloadTooLarge
 
 MAX_DEPTH = 64
+NO_BODY = "The request has no body: send a JSON document."
 # The integers orjson keeps exactly (int64 and uint64); outside, it reads a float.
 INT_LOW, INT_HIGH = -(2**63), 2**64 - 1
 _FLOAT_FROM_INT = float(2**63)  # a float this large and whole may have been an integer literal
@@ -111,6 +112,44 @@ def _check_integers(data: bytes) -> None:
         raise ParseError(f"The body is not JSON: {exc}.") from None
 
 
+class LengthRequired(APIException):
+    """A chunked body the server in front of Django cannot de-chunk for it."""
+
+    status_code = 411
+    default_detail = (
+        "This server cannot read a chunked request body: send the body with a Content-Length."
+    )
+    default_code = "length_required"
+
+
+def is_chunked(request: Any) -> bool:
+    """Whether the body comes chunked, without a Content-Length (HTTP/1.1's Transfer-Encoding).
+
+    Django reads no CONTENT_LENGTH as an empty body, and DRF then parses nothing: a chunked
+    post would be taken for one without a body."""
+    meta = request.META
+    return "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower() and not meta.get(
+        "CONTENT_LENGTH"
+    )
+
+
+def chunked_body(request: Any) -> Any:
+    """The parsed JSON of a chunked body, read straight from the WSGI input.
+
+    Only a server that says it ends the input where the body ends (`wsgi.input_terminated`,
+    as gunicorn does after de-chunking) is read: on another, a read without a length would
+    wait for bytes the client never sends, so the request is refused with 411."""
+    meta = request.META
+    if not meta.get("wsgi.input_terminated"):
+        raise LengthRequired()
+    parser = request.negotiator.select_parser(request, request.parsers)
+    if parser is None:
+        raise UnsupportedMediaType(
+            request.content_type, detail="Send the body as Content-Type: application/json."
+        )
+    return parser.parse(meta["wsgi.input"], parser.media_type, {"request": request})
+
+
 class JSONParser(BaseParser):
     media_type = "application/json"
 
@@ -124,6 +163,8 @@ class JSONParser(BaseParser):
         data = stream.read(limit + 1)
         if len(data) > limit:
             raise body_too_large(len(data), limit)
+        if not data:  # a chunked body of no chunks
+            raise ParseError(NO_BODY)
         return loads(data)
 
 
