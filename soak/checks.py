@@ -465,8 +465,10 @@ def check(run_dir: Path, *, items: Path, logs: Path, db: Path) -> Verdict:
     load = read_load(run_dir / "load")
     check_answers(load, v)
     after = run_dir / "after_faults.json"
-    problems = json.loads(after.read_text())["problems"] if after.exists() else ["never checked"]
+    found = json.loads(after.read_text()) if after.exists() else {"problems": ["never checked"]}
+    problems = found["problems"]
     v.figures["after the faults: files neither claimable nor leased"] = len(problems)
+    v.figures["after the faults: seconds until settled"] = found.get("settled_seconds")
     if problems:
         v.fail(f"{len(problems)} entries neither claimable nor held after the faults", problems)
     lines = day_lines(logs / "tasks")

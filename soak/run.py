@@ -5,7 +5,7 @@
    slow receiver on 127.0.0.1; then `manage.py serve` itself, watched by pid.
 2. For `--seconds`: posters, claimers and event-stream readers (soak/load.py) while the
    injector (soak/faults.py) applies its faults over the first part of that time.
-3. Once the faults end and the sweep has had its turn: what is in pending/ and processing/
+3. Once the faults end, within 40 s (the sweep's turn): what is in pending/ and processing/
    must be claimable or held by a live lease (after_faults.json).
 4. The posters stop; the claimers drain the queue; the ingester catches up; serve is stopped
    as an operator stops it (SIGTERM).
@@ -45,6 +45,8 @@ QUICK = {"seconds": 75, "faults_scale": 1}
 LONG = {"seconds": 600, "faults_scale": 6}
 FAULT_SHARE = 0.8  # the faults fill this part of the load's time; the rest is calm load
 DRAIN_SECONDS = 180
+# the webhooks' pass budget (10 s) and one send's deadline, twice over, with the lease
+SETTLE_SECONDS = 40
 INGEST_SECONDS = 90
 
 
@@ -92,6 +94,24 @@ def open_tasks(server: SoakServer) -> int:
         rec.get("status") not in checks.TERMINAL
         for rec in checks.read_tasks(server.items / HOST / QUEUE).values()
     )
+
+
+def settle(server: SoakServer, args: argparse.Namespace) -> tuple[list[str], float | None]:
+    """Once the faults end: the sweep's time to quarantine what was planted and take back the
+    leases that lapsed (a pass may be held up to SETTLE_SECONDS by slow webhook receivers and
+    disk errors), after which nothing in pending/ or processing/ may be neither claimable nor
+    held by a live lease. The problems still there at the end, and the seconds it took."""
+    began = time.monotonic()
+    grace_ms = int((2 * args.sweep_interval + 1) * 1000)
+    while True:
+        problems = checks.state_problems(
+            server.items / HOST / QUEUE, int(time.time() * 1000), grace_ms
+        )
+        if not problems:
+            return [], round(time.monotonic() - began, 1)
+        if time.monotonic() - began > SETTLE_SECONDS:
+            return problems, None
+        time.sleep(1)
 
 
 def ingest_behind(db: Path, tasks_log_dir: Path) -> int:
@@ -183,18 +203,17 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
         say(f"faults done: {injector.done}", started)
 
         if not serve_died:
-            # the sweep's turn: a lease that lapsed during the faults is taken back within a
-            # lease and a pass or two
-            time.sleep(args.lease + 2 * args.sweep_interval + 2)
-            problems = checks.state_problems(
-                server.items / HOST / QUEUE,
-                int(time.time() * 1000),
-                int((2 * args.sweep_interval + 1) * 1000),
-            )
+            problems, settled = settle(server, args)
         else:
-            problems = ["serve was not running when the faults ended"]
-        (run_dir / "after_faults.json").write_text(json.dumps({"problems": problems}, indent=1))
-        say(f"after the faults: {len(problems)} entries neither claimable nor leased", started)
+            problems, settled = ["serve was not running when the faults ended"], None
+        (run_dir / "after_faults.json").write_text(
+            json.dumps({"problems": problems, "settled_seconds": settled}, indent=1)
+        )
+        say(
+            f"after the faults: {len(problems)} entries neither claimable nor leased, settled in"
+            f" {settled} s",
+            started,
+        )
 
         ctx.stop_posting.set()
         ctx.draining.set()
