@@ -47,6 +47,7 @@ BASE_COUNTS = {
     "control_chars": 12,
 }
 ONCE = ("kill_sweep", "kill_ingest")
+WARM_UP_SECONDS = 30
 CONTROL = "\x00\x01\x07\x08\x0b\x0c\x1b[31m\x7f\u2028\ufeff"
 
 
@@ -84,8 +85,20 @@ class Injector:
     def note(self, op: str, **detail: Any) -> None:
         self.log.write(op=op, t=time.time(), **detail)
 
+    def warm_up(self, until: float) -> None:
+        """Wait for the load's first claims: the faults meet a serving system with its queue
+        directories made and every child of serve past its start."""
+        while time.monotonic() < until and not self.ctx.over():
+            try:
+                if any(os.scandir(self.queue_dir / "done")):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+
     def run(self, until: float) -> None:
         """Every fault, spread evenly up to `until` (monotonic), then every disk fault undone."""
+        self.warm_up(min(until, time.monotonic() + WARM_UP_SECONDS))
         start = time.monotonic()
         gap = max(0.2, (until - start) / max(1, len(self.ops)))
         try:
