@@ -94,12 +94,13 @@ def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
         for entry in os.scandir(fd):
             if not entry.name.startswith(files.TEMP_PREFIX):
                 continue
-            if entry.stat(follow_symlinks=False).st_mtime * 1000 < now - STALE_TEMP_MS:
-                try:
+            # A temp is renamed to its task's name the moment its write is done: one listed a
+            # moment ago may be gone by its stat, or by its unlink. Either way its writer
+            # finished after all.
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat(follow_symlinks=False).st_mtime * 1000 < now - STALE_TEMP_MS:
                     files.unlink(fd, entry.name, fsync=False)
                     report.temp_removed += 1
-                except FileNotFoundError:
-                    pass  # its writer finished after all
 
 
 def _remove_orphan_keys(
@@ -119,12 +120,14 @@ def _remove_orphan_keys(
     for entry in os.scandir(keys):
         if entry.name.startswith(files.TEMP_PREFIX) or not entry.is_file(follow_symlinks=False):
             continue
-        if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
-            continue
         try:
+            if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
+                continue
             task_id = _task_of_key(files.read_at(keys, entry.name))
         except FileNotFoundError:
-            continue  # removed meanwhile, with its cleaned task
+            continue  # removed since the listing, with its cleaned task
+        except files.NotRegularFile:
+            continue  # replaced by something else than a key since the listing: not ours
         if task_id is not None and (
             any(task_id in ids for ids in listed.values()) or _exists_now(qd, task_id)
         ):
@@ -292,7 +295,7 @@ def sweep_all(
     lock = os.open(
         paths.SWEEP_LOCK,
         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o644,
+        files.FILE_MODE,
         dir_fd=core.root_fd,
     )
     try:
