@@ -73,6 +73,8 @@ def _claim_from(
                 index.forget(task_id)
                 if outcome == "later":  # pending, not claimable yet: learn its new time
                     index.learn(task_id)
+            if outcome == "foreign":
+                core.quarantine(qd, "pending", task_id, now=now)
         claimed = (
             core.apply_many(
                 qd, [change for _, _, change in taken], now=now, worker=worker, settings=None
@@ -108,7 +110,8 @@ def _take_one(
 ) -> tuple[int, Change] | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
     The winner gets the descriptor that holds the task's lock and the leased record to write;
-    the others "gone" (claimed elsewhere, not a task), "busy" (locked) or "later" (delayed)."""
+    the others "gone" (claimed elsewhere, not a task), "busy" (locked), "later" (delayed) or
+    "foreign" (a record of another id, host or queue than its place: quarantined)."""
     pending, name = qd.fd("pending"), paths.task_file(task_id)
     try:
         fd = files.lock_at(pending, name, block=False)
@@ -130,6 +133,8 @@ def _take_one(
             if files.gone_or_not_a_task_file(exc):
                 return "gone"
             raise files.unreadable(exc) from exc
+        if not copies.belongs(qd, task_id, task):
+            return "foreign"
         if task.status is not State.PENDING or task.available_at > now:
             return "later" if task.status is State.PENDING else "gone"
         try:

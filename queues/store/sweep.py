@@ -172,9 +172,9 @@ def _settle(
         except CorruptRecord:
             _quarantine(core, qd, directory, task_id, now, report)
             continue
-        if task is not None and task.id == task_id:
+        if task is not None and copies.belongs(qd, task_id, task):
             found.append(copies.Copy(directory, task))
-        elif task is not None:  # a record under another id's name
+        elif task is not None:  # a record under another id's name, or another queue's
             _quarantine(core, qd, directory, task_id, now, report)
     if not found:
         return None
