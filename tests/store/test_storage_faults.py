@@ -12,10 +12,10 @@ import orjson
 import pytest
 
 from queues.monitor.tail import LogTail
-from queues.store import QueueSettings, QueueStore, StorageUnavailable, StoreConfig
+from queues.store import QueueSettings, QueueStore, StorageUnavailable, StoreConfig, sweep_queue
 
 from .conftest import HOST, QUEUE, T0
-from .mounts import fill, small_fs
+from .mounts import fill, read_only, small_fs, writable
 
 SETTINGS = QueueSettings()
 ARCHIVING = QueueSettings(archive_payloads=True)
@@ -70,3 +70,83 @@ def test_the_event_stream_reads_a_line_glued_to_a_torn_fragment(tmp_path):
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "2025-07-01.jsonl").write_bytes(GLUED + b"\n" + GLUED + line + b"\n")
     assert [text for _, text in tail.read()] == [GLUED, line]  # the lone fragment: refused later
+
+
+def _pending_record(items: Path, task_id: str) -> dict:
+    return orjson.loads((items / HOST / QUEUE / "pending" / f"{task_id}.json").read_bytes())
+
+
+def _claim(store: QueueStore) -> list:
+    return store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", now=T0 + 1000)
+
+
+@pytest.mark.parametrize("max_tasks", [1, 3])
+def test_a_claim_whose_line_a_read_only_log_refuses_leaves_its_tasks_claimable(
+    tmp_path, store, logs, max_tasks
+):
+    posted = [
+        store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="alice", now=T0).task
+        for n in range(max_tasks)
+    ]
+    before = {t.id: _pending_record(tmp_path / "items", t.id) for t in posted}
+    store.close()  # its day-file descriptor open for writing would refuse the remount
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    with pytest.raises(StorageUnavailable):
+        store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", max_tasks=max_tasks,
+                    now=T0 + 1000)  # fmt: skip
+    # every task is back in pending/ exactly as it was: no lease, still pending, same rev
+    assert {i: _pending_record(tmp_path / "items", i) for i in before} == before
+    assert list((tmp_path / "items" / HOST / QUEUE / "processing").iterdir()) == []
+    store.close()  # and a restart: nothing of the failed claim is kept in memory either
+    writable(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    claimed = store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", max_tasks=max_tasks,
+                          now=T0 + 2000)  # fmt: skip
+    assert sorted(t.id for t in claimed) == sorted(before)
+    assert {t.attempts for t in claimed} == {1}
+    store.close()
+
+
+def test_a_claim_whose_line_a_full_log_disk_refuses_leaves_its_task_claimable(
+    tmp_path, store, logs
+):
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    before = _pending_record(tmp_path / "items", task.id)
+    filler = fill(logs)
+    [day_file] = (logs / "tasks").glob("*.jsonl")
+    # the day-file's last page too
+    with open(day_file, "ab", buffering=0) as pad, pytest.raises(OSError):
+        while True:
+            pad.write(b"\n")
+    with pytest.raises(StorageUnavailable):
+        _claim(store)
+    assert _pending_record(tmp_path / "items", task.id) == before
+    filler.unlink()
+    [claimed] = _claim(store)
+    assert claimed.id == task.id and claimed.attempts == 1
+
+
+def _planted(tmp_path: Path, directory: str, task: dict) -> None:
+    (tmp_path / "items" / HOST / QUEUE / directory / f"{task['id']}.json").write_bytes(
+        orjson.dumps(task)
+    )
+
+
+@pytest.mark.parametrize(
+    "directory,lease",
+    [("processing", None), ("pending", {"worker": "box-1", "until": T0 + 3_600_000})],
+    ids=["processing-without-a-lease", "pending-with-a-lease"],
+)
+def test_the_lease_pass_requeues_a_stranded_leased_record(tmp_path, store, directory, lease):
+    """A record in processing/ whose lease is null, and a leased one that a failed claim of an
+    older version carried back into pending/: neither claimable nor lapsing until now."""
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    (tmp_path / "items" / HOST / QUEUE / "pending" / f"{task.id}.json").unlink()
+    record = {**task.to_record(), "status": "processing", "attempts": 1, "lease": lease,
+              "rev": task.rev + 1}  # fmt: skip
+    _planted(tmp_path, directory, record)
+    report = sweep_queue(store, HOST, QUEUE, SETTINGS, now=T0 + 2000)
+    assert report.requeue == 1
+    [claimed] = _claim(store)
+    assert claimed.id == task.id
