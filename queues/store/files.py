@@ -18,7 +18,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -112,6 +112,18 @@ def _storage(exc: OSError) -> OSError | StorageUnavailable:
     if exc.errno in _STORAGE_ERRNOS:
         return StorageUnavailable(f"The store could not write: {exc.strerror}.")
     return exc
+
+
+@contextlib.contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Any OSError of the block is the store unable to write `what` now (a read-only or full
+    file system, a directory it may not write): a 503, never a 500."""
+    try:
+        yield
+    except StorageUnavailable:
+        raise
+    except OSError as exc:
+        raise StorageUnavailable(f"The store could not write {what}: {exc.strerror}.") from exc
 
 
 def _call(kind: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]

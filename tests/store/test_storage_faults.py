@@ -150,3 +150,17 @@ def test_the_lease_pass_requeues_a_stranded_leased_record(tmp_path, store, direc
     assert report.requeue == 1
     [claimed] = _claim(store)
     assert claimed.id == task.id
+
+
+def test_a_post_to_an_archiving_queue_on_a_read_only_log_answers_503_and_posts_nothing(
+    tmp_path, store, logs
+):
+    store.close()
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 1}, settings=ARCHIVING, posted_by="alice", now=T0)
+    queue_dir = tmp_path / "items" / HOST / QUEUE
+    assert [p for d in ("pending", "processing", "done") for p in (queue_dir / d).iterdir()] == []
+    store.close()
+    writable(logs)
