@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .errors import StorageUnavailable
+from .settings import DEFAULT_UMASK
 
 TEMP_PREFIX = ".tmp-"  # never ends in .json, so listings of task files never see a temp file
 # the store cannot write now: the disk (full, failing, read-only) or the process (out of file
@@ -39,7 +40,6 @@ _AT_FDCWD = -100
 # The modes of everything the store creates: the configured umask (StoreConfig.umask,
 # TASKHOSTER_UMASK) taken off 0666 for files and 0777 for directories. The process's own umask
 # (set once at start by the Django settings) still applies on top.
-DEFAULT_UMASK = 0o027
 FILE_MODE, DIR_MODE = 0o666 & ~DEFAULT_UMASK, 0o777 & ~DEFAULT_UMASK
 
 
