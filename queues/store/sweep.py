@@ -198,11 +198,24 @@ def _locked_unlink(core: QueueCore, qd: QueueDirs, c: copies.Copy) -> bool:
 
 
 def _try_lock(qd: QueueDirs, c: copies.Copy) -> int | None:
+    """The copy's lock, if it is still the copy read: None when it went, was rewritten, or was
+    replaced by something that is no record since (the next pass meets that)."""
     try:
         fd = files.lock_at(qd.fd(c.directory), paths.task_file(c.task.id), block=False)
-    except FileNotFoundError:
+    except OSError as exc:
+        if files.gone_or_not_a_task_file(exc):
+            return None
+        raise
+    if fd is None:
         return None
-    if fd is not None and copies.parse(files.read_fd(fd)).rev != c.task.rev:
+    try:
+        same = copies.parse(files.read_fd(fd)).rev == c.task.rev
+    except CorruptRecord:
+        same = False
+    except BaseException:
+        os.close(fd)
+        raise
+    if not same:
         os.close(fd)
         return None
     return fd

@@ -122,3 +122,29 @@ def test_the_sweep_loop_survives_a_poster_renaming_temps_under_it(q):
         racer.kill()
         racer.join()
     assert passes > 0 and racer.exitcode in (0, -9), racer.exitcode
+
+
+def test_a_copy_replaced_by_a_fifo_after_it_was_read_is_left_to_the_next_pass(q, faults):
+    """The sweep read a task's copies and is about to change the winner when something that
+    is no record takes its name: the change is skipped (the lock is never taken on it) and
+    the next pass quarantines what is there."""
+    task_id = "9f2c1a0b7d4e6f83"
+    base = {"id": task_id, "host": HOST, "queue": QUEUE, "item": {}, "postedBy": None,
+            "postedAt": T0, "updatedAt": T0, "progress": None, "result": None, "error": None,
+            "finishedAt": None, "fetchedAt": None}  # fmt: skip
+    q.plant("pending", {**base, "status": "pending", "attempts": 0, "lease": None, "rev": 1})
+    lapsed = {"worker": "box-1", "until": T0 - 1}
+    q.plant("processing", {**base, "status": "processing", "attempts": 1, "lease": lapsed,
+                           "rev": 2})  # fmt: skip
+    winner = q.queue_dir / "processing" / f"{task_id}.json"
+
+    def planted_meanwhile(call: int, kind: str) -> None:
+        if kind == "unlink" and faults.before is not None:  # the losing copy goes first
+            faults.before = None
+            winner.unlink()
+            os.mkfifo(winner)
+
+    faults.before = planted_meanwhile
+    report = sweep_queue(q.store, HOST, QUEUE, SETTINGS, now=T0)
+    assert report.reconciled == 1 and report.requeue == 0 and report.errors == []
+    assert sweep_queue(q.store, HOST, QUEUE, SETTINGS, now=T0).quarantined == 1
