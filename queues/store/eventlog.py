@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import os
@@ -119,7 +120,13 @@ class _DayFile:
 
 
 def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
-    fd = files.open_append(str(paths.day_file(logs_dir, day)))
+    path = paths.day_file(logs_dir, day)
+    with files.storage_errors("the event log"):
+        try:
+            fd = files.open_append(str(path))
+        except FileNotFoundError:  # tasks/ could not be made when the store opened
+            path.parent.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+            fd = files.open_append(str(path))
     try:
         torn = files.ends_mid_line(fd)
     except OSError:
@@ -154,7 +161,10 @@ class EventLog:
         self.logs_dir, self.fsync = logs_dir, fsync
         self._current: _DayFile | None = None
         self._lock = threading.Lock()
-        (logs_dir / "tasks").mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+        # made now if it can be: a read-only or full logs directory must not keep the store
+        # from opening (reads need no log); the first line then makes it, or answers 503
+        with contextlib.suppress(OSError):
+            (logs_dir / "tasks").mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
 
     def append(
         self,

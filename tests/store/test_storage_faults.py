@@ -164,3 +164,14 @@ def test_a_post_to_an_archiving_queue_on_a_read_only_log_answers_503_and_posts_n
     assert [p for d in ("pending", "processing", "done") for p in (queue_dir / d).iterdir()] == []
     store.close()
     writable(logs)
+
+
+def test_a_store_opens_on_a_read_only_log_without_its_tasks_folder_and_answers_503(tmp_path, logs):
+    read_only(logs)  # before anything made logs/tasks/
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    store.create_queue(HOST, QUEUE)
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0)
+    assert store.list_tasks(HOST, QUEUE).count == 1  # posted, only its line is missing
+    store.close()
+    writable(logs)
