@@ -76,7 +76,10 @@ def _claim_from(
                 if outcome == "later":  # pending, not claimable yet: learn its new time
                     index.learn(task_id)
             if outcome == "foreign":
-                core.quarantine(qd, "pending", task_id, now=now)
+                # moved aside now: the claim goes on whether or not its line is written (the
+                # sweep moves it, if this could not)
+                with contextlib.suppress(StorageUnavailable):
+                    core.quarantine(qd, "pending", task_id, now=now)
         claimed = (
             core.apply_many(
                 qd, [change for _, _, change in taken], now=now, worker=worker, settings=None

@@ -175,3 +175,19 @@ def test_a_store_opens_on_a_read_only_log_without_its_tasks_folder_and_answers_5
     assert store.list_tasks(HOST, QUEUE).count == 1  # posted, only its line is missing
     store.close()
     writable(logs)
+
+
+def test_a_claim_moves_another_tenants_record_aside_even_when_it_cannot_log_it(tmp_path, logs):
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    store.create_queue(HOST, QUEUE)
+    planted = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    store.close()
+    _planted(tmp_path, "pending", {**planted.to_record(), "host": "other.example.com"})
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    assert _claim(store) == []  # nothing to claim: not a 503
+    assert [
+        p.name.split(".")[0] for p in (tmp_path / "items" / HOST / QUEUE / "quarantine").iterdir()
+    ] == [planted.id]
+    store.close()
+    writable(logs)
