@@ -126,6 +126,6 @@ class PayloadArchive:
 def edited_attempt(name: str) -> int | None:
     """The attempt of an edited item's file name, `<attempt>-retried.item.json`; else None."""
     attempt, _, rest = name.partition("-")
-    if rest != f"{EDITED_ITEM_EVENT}.item.json" or not attempt.isdigit():
+    if rest != f"{EDITED_ITEM_EVENT}.item.json" or not (attempt.isascii() and attempt.isdigit()):
         return None
     return int(attempt)

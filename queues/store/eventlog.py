@@ -137,7 +137,7 @@ def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
 # Every line the store writes starts so (orjson keeps the key order, and a name inside a JSON
 # string has its quotes escaped): where it appears past a line's start, a fragment of an
 # earlier write lies before it.
-_LINE_START = b'{"t":'
+LINE_START = b'{"t":'
 
 
 def whole_line(line: bytes) -> bytes:
@@ -145,7 +145,7 @@ def whole_line(line: bytes) -> bytes:
     the end of a fragment (a write cut short by a full disk, where the fragment could not be
     cut back) is read from its own start. A fragment on a line of its own comes back as it is,
     for the reader's parser to refuse and pass over."""
-    start = line.rfind(_LINE_START)
+    start = line.rfind(LINE_START)
     return line[start:] if start > 0 else line
 
 
