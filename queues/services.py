@@ -26,6 +26,7 @@ def store_config() -> StoreConfig:
         fsync=settings.TASKHOSTER_FSYNC,
         log_retain_days=settings.TASKHOSTER_LOG_RETAIN_DAYS,
         open_queues=settings.TASKHOSTER_OPEN_QUEUES,
+        umask=settings.TASKHOSTER_UMASK,
     )
 
 

@@ -5,10 +5,14 @@ directories under the project. Production sets DEBUG=0, SECRET_KEY, ALLOWED_HOST
 DATABASE_URL and the two store directories (README, "Production layout").
 """
 
+import os
 import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from queues.store.settings import DEFAULT_UMASK, parse_umask
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -20,6 +24,16 @@ def _project_path(value: str) -> Path:
     path = Path(value)
     return path if path.is_absolute() else BASE_DIR / path
 
+
+# Taken off the mode of everything this process creates: task files, day-files, the payload
+# archive, the SQLite database, the secret key. Applied once, here, as the process starts
+# (manage.py, gunicorn and wsgi all load these settings first); the store applies it to its
+# own creates as well (StoreConfig.umask).
+try:
+    TASKHOSTER_UMASK = parse_umask(env.str("TASKHOSTER_UMASK", default=oct(DEFAULT_UMASK)))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TASKHOSTER_UMASK: {exc}") from exc
+os.umask(TASKHOSTER_UMASK)
 
 VAR_DIR = _project_path(env.str("TASKHOSTER_VAR_DIR", default="var"))
 

@@ -17,7 +17,7 @@ import orjson
 
 from queues.control_characters import replaced
 from queues.store.errors import StoreError
-from queues.store.eventlog import EVENTS
+from queues.store.eventlog import EVENTS, LINE_START
 from queues.store.paths import validate_host, validate_queue, validate_task_id
 from queues.store.records import STATUSES as STATES
 
@@ -30,7 +30,7 @@ QUARANTINED = "quarantined"
 STATUSES = frozenset(STATES) | {QUARANTINED}
 MAX_WORKER = 255
 MAX_BY = 150  # Django's user name length
-LINE_START = b'{"t":'  # how every line the store writes begins (eventlog.event_line)
+
 _REQUIRED = frozenset(
     {"t", "at", "host", "queue", "id", "event", "status", "attempts", "worker", "bytes"}
     | {"archived"}

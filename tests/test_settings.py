@@ -129,3 +129,37 @@ def test_check_deploy_catches_unsafe_settings(tmp_path, env, warning):
     done = deploy_check(tmp_path, **env)
     assert done.returncode != 0
     assert warning in done.stderr
+
+
+CONNECT = """
+import os, django
+os.umask(0o022)  # what most systems start a process with: the settings must tighten it
+from django.conf import settings
+django.setup()
+from django.db import connection
+connection.ensure_connection()
+"""
+
+
+@pytest.mark.parametrize("umask,expected", [(None, 0o640), ("077", 0o600)])
+def test_the_sqlite_database_is_created_with_the_configured_umask(tmp_path, umask, expected):
+    database = tmp_path / "console.sqlite3"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+        "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
+        "DATABASE_URL": f"sqlite:///{database}",
+    }
+    if umask is not None:
+        env["TASKHOSTER_UMASK"] = umask
+    subprocess.run([sys.executable, "-c", CONNECT], cwd=ROOT, env=env, check=True)
+    assert database.stat().st_mode & 0o777 == expected
+
+
+def test_a_bad_umask_stops_the_process_with_its_reason(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+           "TASKHOSTER_VAR_DIR": str(tmp_path / "var"), "TASKHOSTER_UMASK": "0o200"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", CONNECT], cwd=ROOT, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: TASKHOSTER_UMASK" in done.stderr

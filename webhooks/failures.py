@@ -24,6 +24,7 @@ from django.db import transaction
 
 from queues.monitor.lines import read_complete_lines
 from queues.store import StoreError
+from queues.store.eventlog import whole_line
 from queues.store.paths import day_of_file
 from queues.store_router import StoreRouter
 from tasklogs.ingest import day_files
@@ -66,11 +67,14 @@ def notify_file_failures(store: StoreRouter, hooks: Hooks, *, now: dt.datetime) 
         day = day_of_file(entry.name)
         if day is None or day < first_day:
             continue
-        st = entry.stat(follow_symlinks=False)
-        cursor = cursors.get(entry.name)
-        if cursor and cursor.inode == st.st_ino and cursor.offset == st.st_size:
-            continue  # nothing new: the common case, answered without opening the file
-        made += _read_day_file(Path(entry.path), cursor, hooks, store, now=now)
+        try:
+            st = entry.stat(follow_symlinks=False)
+            cursor = cursors.get(entry.name)
+            if cursor and cursor.inode == st.st_ino and cursor.offset == st.st_size:
+                continue  # nothing new: the common case, answered without opening the file
+            made += _read_day_file(Path(entry.path), cursor, hooks, store, now=now)
+        except FileNotFoundError:
+            continue  # pruned since it was listed
     return made
 
 
@@ -123,7 +127,7 @@ def _notifications(
         at, offset = offset, offset + len(line)
         if b'"failed"' not in line:  # a failed or timeout line has the status "failed"
             continue
-        text = line.rstrip(b"\n")
+        text = whole_line(line.rstrip(b"\n"))  # past a torn write's fragment glued before it
         try:
             record = parse_line(text)
         except BadLine:

@@ -11,7 +11,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -126,6 +127,14 @@ def _unexpected(exc: Exception, context: dict[str, Any]) -> Response:
         exc_info=exc,
     )
     return refusal("internal", INTERNAL_DETAIL, status.HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's last word on an exception nothing handled (it has logged it already): JSON with
+    api.md's `{"code": "internal"}` under /api/, Django's own page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "internal", "detail": INTERNAL_DETAIL}, status=500)
+    return defaults.server_error(request)
 
 
 def _store_refusal(exc: StoreError) -> Response:

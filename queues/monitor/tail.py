@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from queues.store import paths
+from queues.store.eventlog import whole_line
 
 from .lines import read_complete_lines
 
@@ -109,7 +110,7 @@ class LogTail:
         after = offset
         for text in read.lines.split(b"\n")[:-1]:  # the lines end in a newline: drop the ""
             after += len(text) + 1
-            if text:
+            if text := whole_line(text):  # a line glued to a torn write's fragment: its own part
                 lines.append((Position(day, after), text))
         self.offsets[day] = offset + len(read.lines)
         return lines

@@ -46,8 +46,9 @@ class PayloadArchive:
 
     def _dir_fd(self, host: str, queue: str, task_id: str) -> int:
         folder = paths.archive_dir(self.logs_dir, host, queue, task_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with files.storage_errors("the payload archive"):
+            folder.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+            return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
     def write(self, host: str, queue: str, task_id: str, kind: str, body: Any) -> str:
         """Archive the posted item; returns the kind for the event."""
@@ -63,7 +64,8 @@ class PayloadArchive:
     def _write(self, host: str, queue: str, task_id: str, name: str, kind: str, body: Any) -> str:
         fd = self._dir_fd(host, queue, task_id)
         try:
-            files.write_durable(fd, name, orjson.dumps(body), fsync=self.fsync)
+            with files.storage_errors("the payload archive"):
+                files.write_durable(fd, name, orjson.dumps(body), fsync=self.fsync)
         finally:
             os.close(fd)
         return kind
@@ -105,12 +107,13 @@ class PayloadArchive:
     def append_progress(self, host: str, queue: str, task_id: str, body: Any) -> str:
         fd = self._dir_fd(host, queue, task_id)
         try:
-            log = os.open(
-                TASK_FILES["progress"],
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o644,
-                dir_fd=fd,
-            )
+            with files.storage_errors("the payload archive"):
+                log = os.open(
+                    TASK_FILES["progress"],
+                    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    files.FILE_MODE,
+                    dir_fd=fd,
+                )
         finally:
             os.close(fd)
         try:
@@ -123,6 +126,6 @@ class PayloadArchive:
 def edited_attempt(name: str) -> int | None:
     """The attempt of an edited item's file name, `<attempt>-retried.item.json`; else None."""
     attempt, _, rest = name.partition("-")
-    if rest != f"{EDITED_ITEM_EVENT}.item.json" or not attempt.isdigit():
+    if rest != f"{EDITED_ITEM_EVENT}.item.json" or not (attempt.isascii() and attempt.isdigit()):
         return None
     return int(attempt)

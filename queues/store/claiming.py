@@ -8,6 +8,8 @@ import functools
 import os
 import time
 
+import orjson
+
 from . import copies, files, paths
 from .clock import now_ms
 from .core import QueueCore
@@ -73,6 +75,11 @@ def _claim_from(
                 index.forget(task_id)
                 if outcome == "later":  # pending, not claimable yet: learn its new time
                     index.learn(task_id)
+            if outcome == "foreign":
+                # moved aside now: the claim goes on whether or not its line is written (the
+                # sweep moves it, if this could not)
+                with contextlib.suppress(StorageUnavailable):
+                    core.quarantine(qd, "pending", task_id, now=now)
         claimed = (
             core.apply_many(
                 qd, [change for _, _, change in taken], now=now, worker=worker, settings=None
@@ -81,9 +88,10 @@ def _claim_from(
             else []
         )
     except BaseException:
-        # nothing of this claim was acknowledged: every taken record goes back to pending/
-        for task_id, _, _ in taken:
-            _undo_rename(qd, paths.task_file(task_id))
+        # nothing of this claim was acknowledged: every taken task goes back to pending/ as it
+        # was, even one whose leased record was written before its event line failed
+        for _, _, change in taken:
+            _put_back(qd, change.old, fsync=core.fsync)
         if index is not None:
             with core.lock:
                 for task_id, _, _ in taken:
@@ -108,7 +116,8 @@ def _take_one(
 ) -> tuple[int, Change] | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
     The winner gets the descriptor that holds the task's lock and the leased record to write;
-    the others "gone" (claimed elsewhere, not a task), "busy" (locked) or "later" (delayed)."""
+    the others "gone" (claimed elsewhere, not a task), "busy" (locked), "later" (delayed) or
+    "foreign" (a record of another id, host or queue than its place: quarantined)."""
     pending, name = qd.fd("pending"), paths.task_file(task_id)
     try:
         fd = files.lock_at(pending, name, block=False)
@@ -130,6 +139,8 @@ def _take_one(
             if files.gone_or_not_a_task_file(exc):
                 return "gone"
             raise files.unreadable(exc) from exc
+        if not copies.belongs(qd, task_id, task):
+            return "foreign"
         if task.status is not State.PENDING or task.available_at > now:
             return "later" if task.status is State.PENDING else "gone"
         try:
@@ -150,10 +161,17 @@ def _take_one(
             os.close(fd)
 
 
-def _undo_rename(qd: QueueDirs, name: str) -> None:
-    """The rewrite failed: put the untouched record back, so the old state stays visible."""
-    with contextlib.suppress(OSError, StorageUnavailable):  # else the sweep requeues it
-        files.rename_noreplace(qd.fd("processing"), name, qd.fd("pending"))
+def _put_back(qd: QueueDirs, old: Task, *, fsync: bool) -> None:
+    """A claim failed after its rename (the leased record's write, or its event line): the
+    record as it was before the claim goes back over whatever processing/ holds now, then
+    back to pending/, claimable again. A rename back alone would have carried a leased
+    record into pending/, where no claim takes it and no lease pass looks."""
+    processing, name = qd.fd("processing"), paths.task_file(old.id)
+    # what cannot be put back stays in processing/, a pending record or a leased one, and
+    # the sweep's lease pass requeues either
+    with contextlib.suppress(OSError, StorageUnavailable):
+        files.write_durable(processing, name, orjson.dumps(old.to_record()), fsync=fsync)
+        files.rename_noreplace(processing, name, qd.fd("pending"))
 
 
 def _newer_done(qd: QueueDirs, task_id: str, rev: int) -> bool:

@@ -37,6 +37,13 @@ def parse(data: bytes) -> Task:
         raise CorruptRecord("A task file is not JSON.") from exc
 
 
+def belongs(qd: QueueDirs, task_id: str, task: Task) -> bool:
+    """Whether a record is the one its place names: its id the file's, its host and queue the
+    directories'. One that is not (planted, or copied from another tenant's queue) is never
+    claimed, listed or changed as it is: the sweep and the claim quarantine it."""
+    return task.id == task_id and task.host == qd.host and task.queue == qd.queue
+
+
 def read_copy(qd: QueueDirs, directory: str, task_id: str) -> Task | None:
     """The record in one directory; None when absent. Raises CorruptRecord (symlinks too)."""
     found = _read_copy(qd, directory, task_id)
@@ -83,7 +90,7 @@ def _open_copies(qd: QueueDirs, task_id: str) -> list[tuple[int, Copy]]:
                 continue
             if opened is None:
                 continue
-            if opened[1].task.id != task_id:
+            if not belongs(qd, task_id, opened[1].task):
                 os.close(opened[0])
                 continue
             found.append(opened)

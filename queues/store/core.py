@@ -37,6 +37,7 @@ class QueueCore:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self.fsync = config.fsync
+        files.use_umask(config.umask)  # before anything of the store is created
         self.log = EventLog(config.logs_dir, fsync=config.fsync)
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)

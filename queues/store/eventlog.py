@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import os
@@ -109,12 +110,43 @@ def event_line(
 
 
 class _DayFile:
-    """The open descriptor of the newest day-file, and how many writes are using it."""
+    """The open descriptor of the newest day-file, and how many writes are using it.
+    `torn`: the file ends in a fragment (a short write, this process's or a dead one's)."""
 
-    __slots__ = ("day", "fd", "retired", "users")
+    __slots__ = ("day", "fd", "retired", "torn", "users")
 
-    def __init__(self, day: dt.date, fd: int) -> None:
-        self.day, self.fd, self.users, self.retired = day, fd, 0, False
+    def __init__(self, day: dt.date, fd: int, *, torn: bool) -> None:
+        self.day, self.fd, self.users, self.retired, self.torn = day, fd, 0, False, torn
+
+
+def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
+    path = paths.day_file(logs_dir, day)
+    with files.storage_errors("the event log"):
+        try:
+            fd = files.open_append(str(path))
+        except FileNotFoundError:  # tasks/ could not be made when the store opened
+            path.parent.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+            fd = files.open_append(str(path))
+    try:
+        torn = files.ends_mid_line(fd)
+    except OSError:
+        torn = True  # not known: an empty line costs readers nothing, a glued one a line
+    return _DayFile(day, fd, torn=torn)
+
+
+# Every line the store writes starts so (orjson keeps the key order, and a name inside a JSON
+# string has its quotes escaped): where it appears past a line's start, a fragment of an
+# earlier write lies before it.
+LINE_START = b'{"t":'
+
+
+def whole_line(line: bytes) -> bytes:
+    """A day-file line (without its newline) resynchronised: a line that a torn write glued to
+    the end of a fragment (a write cut short by a full disk, where the fragment could not be
+    cut back) is read from its own start. A fragment on a line of its own comes back as it is,
+    for the reader's parser to refuse and pass over."""
+    start = line.rfind(LINE_START)
+    return line[start:] if start > 0 else line
 
 
 class EventLog:
@@ -129,7 +161,10 @@ class EventLog:
         self.logs_dir, self.fsync = logs_dir, fsync
         self._current: _DayFile | None = None
         self._lock = threading.Lock()
-        (logs_dir / "tasks").mkdir(parents=True, exist_ok=True)
+        # made now if it can be: a read-only or full logs directory must not keep the store
+        # from opening (reads need no log); the first line then makes it, or answers 503
+        with contextlib.suppress(OSError):
+            (logs_dir / "tasks").mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
 
     def append(
         self,
@@ -161,8 +196,7 @@ class EventLog:
         )
         assert all(event in EVENTS for _, event, _, _ in entries)
         # one write on the O_APPEND descriptor: another process's lines never land inside it
-        with self._day_fd(_day_of(now // 1000)) as fd:
-            files.append(fd, data, fsync=self.fsync)
+        self._write(_day_of(now // 1000), data)
 
     def quarantined(self, host: str, queue: str, task_id: str, *, now: int) -> None:
         """A corrupt file moved aside: there is no record, so the line says only what is known."""
@@ -183,33 +217,45 @@ class EventLog:
         )
 
     def write_line(self, line: dict[str, Any]) -> None:
-        data = orjson.dumps(line) + b"\n"
-        with self._day_fd(_day_of(line["t"])) as fd:
-            files.append(fd, data, fsync=self.fsync)
+        self._write(_day_of(line["t"]), orjson.dumps(line) + b"\n")
+
+    def _write(self, day: dt.date, data: bytes) -> None:
+        """Append whole lines to the day's file. After a fragment that could not be cut back
+        (files.TornWrite), the next write starts with a newline: the fragment is then a torn
+        line of its own, which readers pass over, and never swallows the line after it."""
+        with self._day_fd(day) as day_file:
+            if day_file.torn:
+                data = b"\n" + data
+            try:
+                files.append(day_file.fd, data, fsync=self.fsync)
+            except files.TornWrite as exc:
+                day_file.torn = day_file.torn or not exc.cut_back
+                raise
+            day_file.torn = False
 
     @contextmanager
-    def _day_fd(self, day: dt.date) -> Iterator[int]:
-        """A descriptor appending to the day's file, open for the block."""
+    def _day_fd(self, day: dt.date) -> Iterator[_DayFile]:
+        """The day's file, its descriptor open for the block."""
         with self._lock:
             current = self._current
             if current is None or day > current.day:  # the first line, or the day rolled over
-                fd = files.open_append(str(paths.day_file(self.logs_dir, day)))
+                opened = _open_day_file(self.logs_dir, day)
                 if current is not None:
                     self._retire(current)
-                current = self._current = _DayFile(day, fd)
+                current = self._current = opened
             if day == current.day:
                 current.users += 1
             else:
                 current = None
         if current is None:  # a line for an earlier day: its file is opened for this line only
-            fd = files.open_append(str(paths.day_file(self.logs_dir, day)))
+            earlier = _open_day_file(self.logs_dir, day)
             try:
-                yield fd
+                yield earlier
             finally:
-                os.close(fd)
+                os.close(earlier.fd)
             return
         try:
-            yield current.fd
+            yield current
         finally:
             with self._lock:
                 current.users -= 1
@@ -234,7 +280,10 @@ class EventLog:
                 with self._lock:
                     if self._current is not None and self._current.day == day:
                         self._retire(self._current)  # a clock far ahead, or no retention
-                files.remove_file(entry.path)
+                try:
+                    files.remove_file(entry.path)
+                except FileNotFoundError:
+                    continue  # another sweep (another process's) pruned it since the listing
                 removed += 1
         return removed + self._prune_archive(cutoff)
 
@@ -245,13 +294,31 @@ class EventLog:
         for task_dir in root.glob("*/*/*") if root.is_dir() else ():
             if task_dir.is_symlink() or not task_dir.is_dir():
                 continue
-            newest = max((f.lstat().st_mtime for f in task_dir.iterdir()), default=0.0)
-            if newest < limit:
-                shutil.rmtree(task_dir)  # the folder is ours, and rmtree never follows symlinks
-                removed += 1
+            try:
+                newest = max((_mtime(f) for f in task_dir.iterdir()), default=0.0)
+                if newest < limit:
+                    # the folder is ours, and rmtree never follows symlinks
+                    shutil.rmtree(task_dir, onerror=_gone_is_fine)
+                    removed += 1
+            except FileNotFoundError:
+                continue  # pruned by another sweep since the listing
         return removed
 
     def close(self) -> None:
         with self._lock:
             if self._current is not None:
                 self._retire(self._current)
+
+
+def _mtime(path: Path) -> float:
+    """A file's mtime; 0 for one gone since its folder was listed (it holds up nothing)."""
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def _gone_is_fine(function: Any, path: str, exc_info: Any) -> None:
+    """rmtree's error hook: an entry removed by someone else meanwhile is what it wanted."""
+    if not issubclass(exc_info[0], FileNotFoundError):
+        raise exc_info[1]

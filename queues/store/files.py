@@ -16,21 +16,37 @@ import fcntl
 import itertools
 import os
 import secrets
+import stat
 import threading
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .errors import StorageUnavailable
+from .settings import DEFAULT_UMASK
 
 TEMP_PREFIX = ".tmp-"  # never ends in .json, so listings of task files never see a temp file
 # the store cannot write now: the disk (full, failing, read-only) or the process (out of file
 # descriptors, EMFILE; or the system, ENFILE), never the request
 _STORAGE_ERRNOS = {errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE, errno.ENFILE}
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted under a task's name opens at once instead of waiting for a writer
+# (on a regular file it changes nothing); the fstat after the open then refuses it
+_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
+
+# The modes of everything the store creates: the configured umask (StoreConfig.umask,
+# TASKHOSTER_UMASK) taken off 0666 for files and 0777 for directories. The process's own umask
+# (set once at start by the Django settings) still applies on top.
+FILE_MODE, DIR_MODE = 0o666 & ~DEFAULT_UMASK, 0o777 & ~DEFAULT_UMASK
+
+
+def use_umask(umask: int) -> None:
+    """The modes the store's creates use from now on (a store opened with a StoreConfig)."""
+    global FILE_MODE, DIR_MODE
+    FILE_MODE, DIR_MODE = 0o666 & ~umask, 0o777 & ~umask
 
 
 @dataclass
@@ -44,12 +60,17 @@ class Faults:
     fail_errno: int = errno.EIO
     record: bool = False  # keep `kinds`: off by default, or a long-lived server's list only grows
     kinds: list[str] = field(default_factory=list)  # the calls made, for tests that enumerate them
+    # called with (call number, kind) before each call: a test changes the disk there, as
+    # another process could at that instant (a race made to happen, not waited for)
+    before: Callable[[int, str], None] | None = None
     _matching: int = 0
 
     def step(self, kind: str) -> None:
         self.calls += 1
         if self.record:
             self.kinds.append(kind)
+        if self.before is not None:
+            self.before(self.calls, kind)
         if self.exit_at == self.calls:
             os._exit(137)
         if self.fail_at and (self.fail_kind is None or self.fail_kind == kind):
@@ -65,8 +86,15 @@ FAULTS = Faults()
 
 
 # What reading a task file's name can meet that is no task file (a symlink planted in the store,
-# a directory, a socket): the sweep quarantines it, and claims pass it by.
+# a directory, a socket, a FIFO, a device): the sweep quarantines it, and claims pass it by.
 _NOT_A_TASK_FILE = {errno.ELOOP, errno.EISDIR, errno.ENXIO}
+
+
+class NotRegularFile(OSError):
+    """The name opened is no regular file (a FIFO, a directory, a device): never read."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(errno.ENXIO, "Not a regular file", name)
 
 
 def gone_or_not_a_task_file(exc: OSError) -> bool:
@@ -84,6 +112,18 @@ def _storage(exc: OSError) -> OSError | StorageUnavailable:
     if exc.errno in _STORAGE_ERRNOS:
         return StorageUnavailable(f"The store could not write: {exc.strerror}.")
     return exc
+
+
+@contextlib.contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Any OSError of the block is the store unable to write `what` now (a read-only or full
+    file system, a directory it may not write): a 503, never a 500."""
+    try:
+        yield
+    except StorageUnavailable:
+        raise
+    except OSError as exc:
+        raise StorageUnavailable(f"The store could not write {what}: {exc.strerror}.") from exc
 
 
 def _call(kind: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -117,7 +157,7 @@ os.register_at_fork(after_in_child=_new_temp_names_in_child)
 def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
     """Write `data` to a fresh temp file in the directory; returns its name."""
     name = temp_name()
-    fd = _call("open", os.open, name, _OPEN_NEW, 0o644, dir_fd=dir_fd)
+    fd = _call("open", os.open, name, _OPEN_NEW, FILE_MODE, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
@@ -166,7 +206,7 @@ def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
     try:
         for dir_fd, data in writes:
             name = temp_name()
-            fd = _call("open", os.open, name, _OPEN_NEW, 0o644, dir_fd=dir_fd)
+            fd = _call("open", os.open, name, _OPEN_NEW, FILE_MODE, dir_fd=dir_fd)
             made.append((dir_fd, name, fd))
             view = memoryview(data)
             while view:
@@ -317,24 +357,59 @@ def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
     the mkdir: that process may not have synced it yet.
     """
     with contextlib.suppress(FileExistsError):  # another process made it first: the same outcome
-        _call("mkdir", os.mkdir, name, 0o755, dir_fd=parent_fd)
+        _call("mkdir", os.mkdir, name, DIR_MODE, dir_fd=parent_fd)
     if fsync:
         _call("fsync_dir", os.fsync, parent_fd)
 
 
 def open_append(path: str) -> int:
-    return int(
-        _call("open", os.open, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    )
+    # read too: a new descriptor looks at the file's last byte (ends_mid_line)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    return int(_call("open", os.open, path, flags, FILE_MODE))
 
 
 def append(fd: int, data: bytes, *, fsync: bool) -> None:
-    """One write on an O_APPEND descriptor, so lines from many processes never interleave."""
+    """One write on an O_APPEND descriptor, so lines from many processes never interleave.
+
+    A write cut short (a full disk takes what fits) is cut back off the file, so that the next
+    line, this process's or another's, is not glued to a fragment of this one. Where it cannot
+    be (another line was appended after it, or the truncate failed) TornWrite says so: the
+    writer then starts its next line on a fresh line, and readers pass over the fragment
+    (queues.store.eventlog.whole_lines)."""
     written = _call("append", os.write, fd, data)
     if written != len(data):
-        raise StorageUnavailable("A log line was written only in part.")
+        raise TornWrite(cut_back=_cut_back(fd, written))
     if fsync:
         _call("fsync", os.fdatasync, fd)
+
+
+class TornWrite(StorageUnavailable):
+    """An append written only in part; `cut_back`: its fragment was taken off the file again."""
+
+    def __init__(self, *, cut_back: bool) -> None:
+        super().__init__("A log line was written only in part.")
+        self.cut_back = cut_back
+
+
+def _cut_back(fd: int, written: int) -> bool:
+    """Take the `written` bytes of a short append back off the end of the file, if they are
+    still its end: whether the file ends as it did before the append."""
+    if written <= 0:
+        return True
+    try:
+        end = os.lseek(fd, 0, os.SEEK_CUR)  # after an O_APPEND write: just past our own bytes
+        if os.fstat(fd).st_size != end:
+            return False  # another line came after it: never cut into that
+        os.ftruncate(fd, end - written)
+    except OSError:
+        return False
+    return True
+
+
+def ends_mid_line(fd: int) -> bool:
+    """Whether the file's last byte is not a newline (a fragment some writer left behind)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def remove_file(path: str) -> None:
@@ -342,8 +417,9 @@ def remove_file(path: str) -> None:
 
 
 def read_at(dir_fd: int, name: str) -> bytes:
-    """Read a whole file without following a symlink (ELOOP: the caller treats it as corrupt)."""
-    fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    """Read a whole file without following a symlink (ELOOP: the caller treats it as corrupt)
+    and without blocking on, or reading, anything but a regular file (NotRegularFile)."""
+    fd = open_read(dir_fd, name)
     try:
         return read_fd(fd)
     finally:
@@ -373,7 +449,7 @@ def lock_at(dir_fd: int, name: str, *, block: bool) -> int | None:
     moved it while we waited) or, when not blocking, when another process holds the lock.
     Raises FileNotFoundError when there is no such file.
     """
-    fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    fd = open_read(dir_fd, name)
     if lock_open(dir_fd, name, fd, block=block):
         return fd
     os.close(fd)
@@ -381,8 +457,19 @@ def lock_at(dir_fd: int, name: str, *, block: bool) -> int | None:
 
 
 def open_read(dir_fd: int, name: str) -> int:
-    """A descriptor to read the file at `name` (never through a symlink: ELOOP)."""
-    return os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    """A descriptor to read the regular file at `name`: never through a symlink (ELOOP), and
+    never anything else (NotRegularFile), opened without blocking (a FIFO would wait forever
+    for a writer)."""
+    fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise NotRegularFile(name)
+    return fd
 
 
 def lock_open(dir_fd: int, name: str, fd: int, *, block: bool) -> bool:

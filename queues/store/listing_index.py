@@ -23,6 +23,7 @@ import time
 from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from stat import S_ISREG
 from typing import NamedTuple
 
 import orjson
@@ -189,6 +190,8 @@ class ListingIndex:
         try:
             stat = os.fstat(fd)
             stamp = _stamp(stat)
+            if not S_ISREG(stat.st_mode):
+                raise files.NotRegularFile(task_id)  # a FIFO, a device: never read from
             data = os.read(fd, stat.st_size + 1)  # one read: a record is replaced, never grown
             if len(data) > stat.st_size:
                 data += files.read_fd(fd)
@@ -201,7 +204,11 @@ class ListingIndex:
             values = parse_record(orjson.loads(data))
         except (ValueError, CorruptRecord):  # orjson's JSONDecodeError is a ValueError
             values = None
-        if values is None or values["id"] != task_id:
+        if values is None or (values["id"], values["host"], values["queue"]) != (
+            task_id,
+            qd.host,
+            qd.queue,
+        ):  # not a record, or not this place's (the sweep quarantines it)
             self._place(directory, task_id, None)
             self._unreadable[(directory, task_id)] = stamp
             return
@@ -336,7 +343,7 @@ class ListingIndex:
             task = copies.read_copy(qd, directory, task_id)
         except CorruptRecord:
             return None
-        return task if task is not None and task.id == task_id else None
+        return task if task is not None and copies.belongs(qd, task_id, task) else None
 
 
 def _listed(task_id: str, entry: Entry | None) -> set[tuple[Filter, OrderKey]]:

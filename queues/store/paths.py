@@ -132,7 +132,7 @@ def used_outside_hold(qd: QueueDirs) -> str:
 
 def open_root(items_dir: Path) -> int:
     """The items root is configuration (it may itself be a symlink, e.g. /srv -> /data)."""
-    items_dir.mkdir(parents=True, exist_ok=True)
+    items_dir.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
     return os.open(items_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
@@ -143,7 +143,10 @@ def list_queues(root_fd: int) -> list[tuple[str, str]]:
             validate_host, host_entry.name
         ):
             continue
-        host_fd = open_dir(root_fd, host_entry.name, create=False)
+        try:
+            host_fd = open_dir(root_fd, host_entry.name, create=False)
+        except FileNotFoundError:
+            continue  # removed since the listing
         try:
             for entry in os.scandir(host_fd):
                 if entry.is_dir(follow_symlinks=False) and _valid(validate_queue, entry.name):

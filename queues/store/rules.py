@@ -354,7 +354,14 @@ def verdict(directory: str, task: Task, settings: QueueSettings, now: int) -> st
         return "timeout"
     if directory == "processing" and task.status is State.PENDING:
         return "requeue"  # a claim that crashed between its rename and its rewrite
-    if directory == "processing" and task.lease is not None and task.lease.until <= now:
+    # a leased record with no lease, or one a failed claim of an older version carried back
+    # into pending/ (where no claim takes it): as good as lapsed, its worker never got it
+    stranded = task.status is State.PROCESSING and (
+        directory == "pending" or (directory == "processing" and task.lease is None)
+    )
+    if stranded or (
+        directory == "processing" and task.lease is not None and task.lease.until <= now
+    ):
         if task.cancel_requested:
             return "cancelled"  # its worker is gone: no one else may run what was stopped
         if task.max_attempts and task.attempts >= task.max_attempts:

@@ -169,7 +169,7 @@ def _read(qd: QueueDirs, directory: str, task_id: str, selection: Selection) -> 
         task = copies.read_copy(qd, directory, task_id)
     except CorruptRecord:
         return None
-    if task is None or task.id != task_id:
+    if task is None or not copies.belongs(qd, task_id, task):
         return None
     if selection.status is not None and task.status is not selection.status:
         return None

@@ -39,6 +39,23 @@ class QueueSettings:
         return min(seconds, self.backoff_cap_seconds) * 1000
 
 
+# What the store takes off the modes of what it creates: files 0640, directories 0750 (the owner
+# reads and writes; a group, e.g. the backup's, may read; no one else sees tasks or their logs)
+DEFAULT_UMASK = 0o027
+
+
+def parse_umask(text: str) -> int:
+    """A umask written in octal (`027`, `0o077`): ValueError for anything else, or for one
+    that would take the owner's own read, write or search (the store could not read back)."""
+    digits = text.strip().lower().removeprefix("0o")
+    if not digits or len(digits) > 4 or any(c not in "01234567" for c in digits):
+        raise ValueError(f"{text!r} is not an octal umask such as 027")
+    umask = int(digits, 8)
+    if umask > 0o777 or umask & 0o700:
+        raise ValueError(f"umask {text!r} takes the owner's own access away: use 0o0xx")
+    return umask
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoreConfig:
     """Where the store lives and how hard it syncs."""
@@ -50,3 +67,4 @@ class StoreConfig:
     # queues whose directories a process keeps open (five descriptors each) when nobody is
     # using them; 128 leaves room for connections under the common soft limit of 1024 files
     open_queues: int = 128
+    umask: int = DEFAULT_UMASK  # taken off the modes of every file and directory it creates

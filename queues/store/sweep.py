@@ -94,12 +94,13 @@ def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
         for entry in os.scandir(fd):
             if not entry.name.startswith(files.TEMP_PREFIX):
                 continue
-            if entry.stat(follow_symlinks=False).st_mtime * 1000 < now - STALE_TEMP_MS:
-                try:
+            # A temp is renamed to its task's name the moment its write is done: one listed a
+            # moment ago may be gone by its stat, or by its unlink. Either way its writer
+            # finished after all.
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat(follow_symlinks=False).st_mtime * 1000 < now - STALE_TEMP_MS:
                     files.unlink(fd, entry.name, fsync=False)
                     report.temp_removed += 1
-                except FileNotFoundError:
-                    pass  # its writer finished after all
 
 
 def _remove_orphan_keys(
@@ -119,12 +120,14 @@ def _remove_orphan_keys(
     for entry in os.scandir(keys):
         if entry.name.startswith(files.TEMP_PREFIX) or not entry.is_file(follow_symlinks=False):
             continue
-        if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
-            continue
         try:
+            if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
+                continue
             task_id = _task_of_key(files.read_at(keys, entry.name))
         except FileNotFoundError:
-            continue  # removed meanwhile, with its cleaned task
+            continue  # removed since the listing, with its cleaned task
+        except files.NotRegularFile:
+            continue  # replaced by something else than a key since the listing: not ours
         if task_id is not None and (
             any(task_id in ids for ids in listed.values()) or _exists_now(qd, task_id)
         ):
@@ -169,9 +172,9 @@ def _settle(
         except CorruptRecord:
             _quarantine(core, qd, directory, task_id, now, report)
             continue
-        if task is not None and task.id == task_id:
+        if task is not None and copies.belongs(qd, task_id, task):
             found.append(copies.Copy(directory, task))
-        elif task is not None:  # a record under another id's name
+        elif task is not None:  # a record under another id's name, or another queue's
             _quarantine(core, qd, directory, task_id, now, report)
     if not found:
         return None
@@ -195,11 +198,24 @@ def _locked_unlink(core: QueueCore, qd: QueueDirs, c: copies.Copy) -> bool:
 
 
 def _try_lock(qd: QueueDirs, c: copies.Copy) -> int | None:
+    """The copy's lock, if it is still the copy read: None when it went, was rewritten, or was
+    replaced by something that is no record since (the next pass meets that)."""
     try:
         fd = files.lock_at(qd.fd(c.directory), paths.task_file(c.task.id), block=False)
-    except FileNotFoundError:
+    except OSError as exc:
+        if files.gone_or_not_a_task_file(exc):
+            return None
+        raise
+    if fd is None:
         return None
-    if fd is not None and copies.parse(files.read_fd(fd)).rev != c.task.rev:
+    try:
+        same = copies.parse(files.read_fd(fd)).rev == c.task.rev
+    except CorruptRecord:
+        same = False
+    except BaseException:
+        os.close(fd)
+        raise
+    if not same:
         os.close(fd)
         return None
     return fd
@@ -292,7 +308,7 @@ def sweep_all(
     lock = os.open(
         paths.SWEEP_LOCK,
         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o644,
+        files.FILE_MODE,
         dir_fd=core.root_fd,
     )
     try:

@@ -48,3 +48,20 @@ def test_an_unexpected_exception_answers_the_json_500(
     logged = [rec for rec in caplog.records if rec.name == "queues.api.errors"]
     assert len(logged) == 1 and path in logged[0].getMessage()
     assert logged[0].exc_info and "a bug in" in str(logged[0].exc_info[1])
+
+
+@pytest.mark.urls("tests.api.broken_urls")
+def test_a_bug_outside_the_api_views_still_answers_json_under_api(client):
+    client.raise_request_exception = False
+    r = client.get("/api/v1/broken")
+    assert r.status_code == 500
+    assert r["Content-Type"] == "application/json"
+    assert r.json() == {"code": "internal", "detail": INTERNAL_DETAIL}
+
+
+@pytest.mark.urls("tests.api.broken_urls")
+def test_a_bug_in_the_console_keeps_djangos_page(client):
+    client.raise_request_exception = False
+    r = client.get("/console-broken/")
+    assert r.status_code == 500
+    assert r["Content-Type"].startswith("text/html")

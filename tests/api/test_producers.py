@@ -330,3 +330,26 @@ def test_an_unreachable_console_database_is_503_storage_unavailable_not_a_500_pa
     r = exception_handler(down, {})
     assert r is not None
     assert (r.status_code, r.data["code"]) == (503, "storage_unavailable")
+
+
+def test_a_post_to_an_archiving_queue_on_a_read_only_log_is_503_and_posts_nothing(
+    world, store_dirs
+):
+    """The payload archive's mkdir met a read-only file system and answered 500."""
+    from tests.store.mounts import read_only, small_fs, writable
+
+    world.files_only("the payload archive of a PostgreSQL queue is a table")
+    world.queues["own"].archive_payloads = True
+    world.queues["own"].save()
+    logs = store_dirs["logs"]
+    with small_fs(logs):
+        (logs / "tasks").mkdir()
+        read_only(logs)
+        try:
+            r = world.client("alice").post(TASKS, {"n": 1}, format="json")
+            assert (r.status_code, r.json()["code"]) == (503, "storage_unavailable")
+            pending = store_dirs["items"] / HOST / QUEUE / "pending"
+            assert list(pending.iterdir()) == []
+        finally:
+            world.store.close()  # its day-file descriptor, before the file system goes
+            writable(logs)

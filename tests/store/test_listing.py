@@ -361,7 +361,8 @@ def test_only_the_most_recently_listed_queues_keep_an_index(tmp_path):
         dirs = {}
         for queue in ("a", "b", "c"):
             dirs[queue] = qd = h.held(queue, create=True)
-            put(qd, "pending", record(f"{ord(queue):016x}", State.PENDING, None, T0, 1))
+            task = record(f"{ord(queue):016x}", State.PENDING, None, T0, 1)
+            put(qd, "pending", task.replace(queue=queue))  # a record of the queue it lies in
         a, b = listings.of(dirs["a"]), listings.of(dirs["b"])
         subscribed = {name: set(index._subs.values()) for name, index in (("a", a), ("b", b))}
         listings.of(dirs["a"])  # a is listed again, so b is now the one listed longest ago

@@ -185,3 +185,16 @@ def test_a_pending_threshold_crossing_notifies_once_per_crossing(hooked_queue, r
         ("queue.pending", 3, 2), ("queue.pending", 3, 2),
     ]  # fmt: skip
     assert all(r.headers["Taskhoster-Event"] == "queue.pending" for r in receiver.requests)
+
+
+def test_a_failure_line_glued_to_a_torn_fragment_is_still_notified(hooked_queue, receiver):
+    """A write a full disk cut short left the head of a line, and the failure's line went on
+    after it on the same line: the reader takes the line from its own start."""
+    task = failed_task(hooked_queue)
+    [day_file] = (get_store().config.logs_dir / "tasks").glob("*.jsonl")
+    lines = day_file.read_bytes().split(b"\n")
+    failed = next(i for i, line in enumerate(lines) if b'"event":"failed"' in line)
+    lines[failed] = lines[failed][:9] + lines[failed]  # a fragment, then the whole line
+    day_file.write_bytes(b"\n".join(lines))
+    assert notify(get_store(), now=timezone.now()).made == 1
+    assert Notification.objects.get().task_id == task.id

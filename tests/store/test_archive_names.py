@@ -1,0 +1,19 @@
+"""The archive reads attempts out of file names: only ASCII digits are an attempt number."""
+
+import pytest
+
+from queues.store.archive import edited_attempt
+
+
+@pytest.mark.parametrize(
+    ("name", "attempt"),
+    [
+        ("2-retried.item.json", 2),
+        ("²-retried.item.json", None),  # str.isdigit() takes it, int() refuses it
+        ("١-retried.item.json", None),
+        ("2-result.result.json", None),
+        ("x-retried.item.json", None),
+    ],
+)
+def test_only_ascii_digits_name_an_edited_items_attempt(name, attempt):
+    assert edited_attempt(name) == attempt

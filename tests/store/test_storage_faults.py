@@ -1,0 +1,193 @@
+"""Real storage faults under the logs directory: a full disk and a read-only file system.
+
+The items live on the test's own directory; only the logs directory (day-files, the payload
+archive) is a small tmpfs, filled up or remounted read-only (tests/store/mounts.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import orjson
+import pytest
+
+from queues.monitor.tail import LogTail
+from queues.store import QueueSettings, QueueStore, StorageUnavailable, StoreConfig, sweep_queue
+
+from .conftest import HOST, QUEUE, T0
+from .mounts import fill, read_only, small_fs, writable
+
+SETTINGS = QueueSettings()
+ARCHIVING = QueueSettings(archive_payloads=True)
+
+
+@pytest.fixture
+def logs(tmp_path):
+    with small_fs(tmp_path / "logs") as where:
+        yield where
+
+
+@pytest.fixture
+def store(tmp_path, logs):
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    store.create_queue(HOST, QUEUE)
+    yield store
+    store.close()
+
+
+def day_lines(logs: Path) -> list[bytes]:
+    return [
+        line for day in (logs / "tasks").glob("*.jsonl") for line in day.read_bytes().split(b"\n")
+    ]
+
+
+def test_a_line_cut_short_by_a_full_disk_never_swallows_the_next_one(store, logs):
+    store.post(
+        HOST, QUEUE, {"n": 0}, settings=SETTINGS, posted_by="alice", now=T0
+    )  # the day-file exists
+    filler = fill(logs)
+    refused = 0
+    for n in range(1, 40):  # a day-file page takes about a dozen lines: one of them is cut
+        try:
+            store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="alice", now=T0)
+        except StorageUnavailable:
+            refused += 1
+    assert refused
+    filler.unlink()  # space is back
+    after = store.post(HOST, QUEUE, {"n": 99}, settings=SETTINGS, posted_by="alice", now=T0).task
+    lines = [line for line in day_lines(logs) if line]
+    records = [orjson.loads(line) for line in lines]  # every line whole: no fragment kept
+    assert [r["id"] for r in records].count(after.id) == 1
+
+
+GLUED = b'{"t":17'  # the head of a line a full disk cut short, and the next line after it
+
+
+def test_the_event_stream_reads_a_line_glued_to_a_torn_fragment(tmp_path):
+    day = dt.date(2025, 7, 1)
+    tail = LogTail(tmp_path, today=lambda: day)
+    line = orjson.dumps({"t": 1751328000, "host": HOST, "queue": QUEUE, "event": "posted"})
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "2025-07-01.jsonl").write_bytes(GLUED + b"\n" + GLUED + line + b"\n")
+    assert [text for _, text in tail.read()] == [GLUED, line]  # the lone fragment: refused later
+
+
+def _pending_record(items: Path, task_id: str) -> dict:
+    return orjson.loads((items / HOST / QUEUE / "pending" / f"{task_id}.json").read_bytes())
+
+
+def _claim(store: QueueStore) -> list:
+    return store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", now=T0 + 1000)
+
+
+@pytest.mark.parametrize("max_tasks", [1, 3])
+def test_a_claim_whose_line_a_read_only_log_refuses_leaves_its_tasks_claimable(
+    tmp_path, store, logs, max_tasks
+):
+    posted = [
+        store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="alice", now=T0).task
+        for n in range(max_tasks)
+    ]
+    before = {t.id: _pending_record(tmp_path / "items", t.id) for t in posted}
+    store.close()  # its day-file descriptor open for writing would refuse the remount
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    with pytest.raises(StorageUnavailable):
+        store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", max_tasks=max_tasks,
+                    now=T0 + 1000)  # fmt: skip
+    # every task is back in pending/ exactly as it was: no lease, still pending, same rev
+    assert {i: _pending_record(tmp_path / "items", i) for i in before} == before
+    assert list((tmp_path / "items" / HOST / QUEUE / "processing").iterdir()) == []
+    store.close()  # and a restart: nothing of the failed claim is kept in memory either
+    writable(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    claimed = store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1", max_tasks=max_tasks,
+                          now=T0 + 2000)  # fmt: skip
+    assert sorted(t.id for t in claimed) == sorted(before)
+    assert {t.attempts for t in claimed} == {1}
+    store.close()
+
+
+def test_a_claim_whose_line_a_full_log_disk_refuses_leaves_its_task_claimable(
+    tmp_path, store, logs
+):
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    before = _pending_record(tmp_path / "items", task.id)
+    filler = fill(logs)
+    [day_file] = (logs / "tasks").glob("*.jsonl")
+    # the day-file's last page too
+    with open(day_file, "ab", buffering=0) as pad, pytest.raises(OSError):
+        while True:
+            pad.write(b"\n")
+    with pytest.raises(StorageUnavailable):
+        _claim(store)
+    assert _pending_record(tmp_path / "items", task.id) == before
+    filler.unlink()
+    [claimed] = _claim(store)
+    assert claimed.id == task.id and claimed.attempts == 1
+
+
+def _planted(tmp_path: Path, directory: str, task: dict) -> None:
+    (tmp_path / "items" / HOST / QUEUE / directory / f"{task['id']}.json").write_bytes(
+        orjson.dumps(task)
+    )
+
+
+@pytest.mark.parametrize(
+    "directory,lease",
+    [("processing", None), ("pending", {"worker": "box-1", "until": T0 + 3_600_000})],
+    ids=["processing-without-a-lease", "pending-with-a-lease"],
+)
+def test_the_lease_pass_requeues_a_stranded_leased_record(tmp_path, store, directory, lease):
+    """A record in processing/ whose lease is null, and a leased one that a failed claim of an
+    older version carried back into pending/: neither claimable nor lapsing until now."""
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    (tmp_path / "items" / HOST / QUEUE / "pending" / f"{task.id}.json").unlink()
+    record = {**task.to_record(), "status": "processing", "attempts": 1, "lease": lease,
+              "rev": task.rev + 1}  # fmt: skip
+    _planted(tmp_path, directory, record)
+    report = sweep_queue(store, HOST, QUEUE, SETTINGS, now=T0 + 2000)
+    assert report.requeue == 1
+    [claimed] = _claim(store)
+    assert claimed.id == task.id
+
+
+def test_a_post_to_an_archiving_queue_on_a_read_only_log_answers_503_and_posts_nothing(
+    tmp_path, store, logs
+):
+    store.close()
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 1}, settings=ARCHIVING, posted_by="alice", now=T0)
+    queue_dir = tmp_path / "items" / HOST / QUEUE
+    assert [p for d in ("pending", "processing", "done") for p in (queue_dir / d).iterdir()] == []
+    store.close()
+    writable(logs)
+
+
+def test_a_store_opens_on_a_read_only_log_without_its_tasks_folder_and_answers_503(tmp_path, logs):
+    read_only(logs)  # before anything made logs/tasks/
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    store.create_queue(HOST, QUEUE)
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0)
+    assert store.list_tasks(HOST, QUEUE).count == 1  # posted, only its line is missing
+    store.close()
+    writable(logs)
+
+
+def test_a_claim_moves_another_tenants_record_aside_even_when_it_cannot_log_it(tmp_path, logs):
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    store.create_queue(HOST, QUEUE)
+    planted = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    store.close()
+    _planted(tmp_path, "pending", {**planted.to_record(), "host": "other.example.com"})
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    assert _claim(store) == []  # nothing to claim: not a 503
+    assert [
+        p.name.split(".")[0] for p in (tmp_path / "items" / HOST / QUEUE / "quarantine").iterdir()
+    ] == [planted.id]
+    store.close()
+    writable(logs)
