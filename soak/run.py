@@ -67,7 +67,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--readers", type=int, default=2)
     p.add_argument("--pace", type=float, default=0.4, help="mean seconds between a poster's posts")
     p.add_argument("--backlog", type=int, default=200, help="posters hold back beyond it")
-    p.add_argument("--mount-mb", type=int, default=32, help="each tmpfs mount's size")
+    # A task file and its key take a page each on tmpfs, and ended tasks stay for the queue's
+    # retention: 10 minutes of load hold about 10,000 of them.
+    p.add_argument("--items-mb", type=int, default=256, help="the items tmpfs's size")
+    p.add_argument("--logs-mb", type=int, default=32, help="the logs tmpfs's size")
     p.add_argument(
         "--no-child-kills",
         action="store_true",
@@ -140,8 +143,8 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
     ctx: Context | None = None
     code = 1
     try:
-        mounts.make(server.items, args.mount_mb)
-        mounts.make(server.logs, args.mount_mb)
+        mounts.make(server.items, args.items_mb)
+        mounts.make(server.logs, args.logs_mb)
         receiver.start()
         server.prepare()
         server.start()
