@@ -300,7 +300,7 @@ class StreamReader(Loop):
                 time.sleep(1)
                 return
             while not self.ctx.over():
-                raw = response.fp.readline()
+                raw = response.readline()  # chunked transfer decoded
                 if not raw:
                     return
                 self.line(raw.rstrip(b"\r\n"))
