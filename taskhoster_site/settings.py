@@ -80,6 +80,10 @@ TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS",
 # Webhooks may call loopback and private addresses only when this is set (a receiver on the
 # same network); otherwise such a URL is refused when saved and again before every call.
 TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = env.bool("TASKHOSTER_WEBHOOK_ALLOW_PRIVATE", default=False)
+# One call ends by its deadline, connect to last byte, and a pass's calls end within the pass's
+# seconds, so slow receivers cannot hold up the sweep loop's timeouts and leases for longer.
+TASKHOSTER_WEBHOOK_DEADLINE_SECONDS = env.float("TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", default=10.0)
+TASKHOSTER_WEBHOOK_PASS_SECONDS = env.float("TASKHOSTER_WEBHOOK_PASS_SECONDS", default=20.0)
 
 # --- applications -------------------------------------------------------------------------
 INSTALLED_APPS = [

@@ -1,0 +1,127 @@
+"""A receiver that trickles its answer a byte a second (a real socket server in a thread) is cut
+off at the call's deadline, a pass of such sends ends within the pass's seconds leaving the rest
+due, and the sweep's own work (a lapsed lease) is done whatever the receivers do.
+
+Each of these receivers would take 60 s to answer; the assertions allow three times the deadline
+or the pass's seconds, so a slow machine does not fail them and the old behaviour (a call held
+as long as bytes keep coming) cannot pass them.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from queues.services import get_store
+from webhooks.models import Delivery, Kind, Notification, State, Webhook
+from webhooks.notifying import notify
+from webhooks.sending import post
+
+pytestmark = pytest.mark.django_db
+TRICKLE_SECONDS = 60
+
+
+@pytest.fixture
+def trickler() -> Iterator[str]:
+    """The URL of a receiver that reads the request, then sends one byte of a status line that
+    never ends each second for a minute: every single read gets a byte well within 5 s."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            for _ in range(TRICKLE_SECONDS):
+                if stop.wait(1.0):
+                    return
+                try:
+                    conn.sendall(b"H")
+                except OSError:
+                    return  # the caller gave up
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    stop.set()
+    server.close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def slow_hook(make_queue, trickler, settings) -> Webhook:
+    settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = True
+    settings.TASKHOSTER_WEBHOOK_DEADLINE_SECONDS = 1.0
+    settings.TASKHOSTER_WEBHOOK_PASS_SECONDS = 3.0
+    hook = Webhook(queue=make_queue(), url=trickler)
+    hook.full_clean()
+    hook.save()
+    return hook
+
+
+def due_notifications(hook: Webhook, n: int) -> list[Notification]:
+    now = timezone.now()
+    fields = {"webhook": hook, "kind": Kind.TASK_FAILED, "body": "{}"}
+    return [
+        Notification.objects.create(**fields, source=f"test:{i}", next_try_at=now, created_at=now)
+        for i in range(n)
+    ]
+
+
+def test_a_call_to_a_trickling_receiver_ends_by_its_deadline(trickler):
+    started = time.monotonic()
+    answer = post(trickler, b"{}", {}, allow_private=True, deadline=2.0)
+    took = time.monotonic() - started
+    assert took < 3 * 2.0, f"the call took {took:.1f} s"
+    assert answer.status is None
+    assert answer.error == "timed out: no whole answer within the 2 s deadline"
+
+
+def test_a_pass_of_slow_sends_ends_within_its_seconds_and_leaves_the_rest_due(slow_hook):
+    notes = due_notifications(slow_hook, 6)
+    started = time.monotonic()
+    report = notify(get_store(), now=timezone.now())
+    took = time.monotonic() - started
+    assert took < 3 * 3.0, f"the pass took {took:.1f} s"
+    # at most three sends of 1 s fit in 3 s (two, when each takes a little over its second);
+    # the others are not started
+    assert report.delivered == 0 and 1 <= report.failed <= 3
+    tried = list(Delivery.objects.values_list("error", flat=True))
+    assert tried == ["timed out: no whole answer within the 1 s deadline"] * report.failed
+    waiting = Notification.objects.filter(tries=0)
+    assert waiting.count() == 6 - report.failed
+    for note in waiting:  # untouched: still due, as they were
+        assert note.state == State.PENDING
+        assert note.next_try_at == next(n.next_try_at for n in notes if n.pk == note.pk)
+
+
+def test_a_sweep_pass_with_slow_receivers_still_hands_back_a_lapsed_lease(slow_hook):
+    due_notifications(slow_hook, 20)
+    queue, store = slow_hook.queue, get_store()
+    settings, host, name = queue.to_settings(), queue.host.name, queue.name
+    task = store.post(host, name, {"n": 1}, settings=settings, posted_by="alice").task
+    long_ago = int(time.time() * 1000) - 3_600_000  # its lease lapsed long since
+    store.claim(host, name, settings=settings, worker="box-1", lease_seconds=30, now=long_ago)
+    assert store.read(host, name, task.id).status == "processing"
+
+    started = time.monotonic()
+    call_command("sweep", stdout=io.StringIO())
+    took = time.monotonic() - started
+
+    assert took < 3 * 3.0, f"the sweep pass took {took:.1f} s"
+    assert store.read(host, name, task.id).status == "pending"
+    assert Notification.objects.filter(tries=0).count() >= 20 - 3  # sent in later passes
