@@ -5,6 +5,7 @@ directories under the project. Production sets DEBUG=0, SECRET_KEY, ALLOWED_HOST
 DATABASE_URL and the two store directories (README, "Production layout").
 """
 
+import datetime as dt
 import secrets
 from pathlib import Path
 
@@ -101,6 +102,7 @@ INSTALLED_APPS = [
     "tasklogs",
     "schedules",
     "webhooks",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -114,6 +116,7 @@ MIDDLEWARE = [
     # Django's MessageMiddleware, its storage built only when a view uses messages.
     "queues.messages_middleware.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # turns a login lockout into the form's answer
 ]
 
 ROOT_URLCONF = "taskhoster_site.urls"
@@ -179,6 +182,25 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "queues:home"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- failed logins (django-axes) ----------------------------------------------------------
+# Failures are counted in the database, which every gunicorn process shares, per user name and
+# per address apart: past the limit, either is locked for the cool-off, said on the form
+# (queues/login_throttle.py). API tokens do not log in, so this never touches them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("TASKHOSTER_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("TASKHOSTER_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "queues.login_throttle.locked_out"
+AXES_DISABLE_ACCESS_LOG = True  # the successful logins: nothing here reads them
+AXES_VERBOSE = False  # no banner in every command's output; lockouts are still logged
+if env.bool("TASKHOSTER_BEHIND_PROXY", default=False):
+    # every client would be the proxy's address, and ten failures would lock everyone out
+    AXES_CLIENT_IP_CALLABLE = "queues.login_throttle.forwarded_address"
 
 # --- security -----------------------------------------------------------------------------
 # Behind TLS (production) every cookie is secure and browsers are told to stay on HTTPS.
