@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -28,14 +30,17 @@ pytestmark = pytest.mark.django_db
 TRICKLE_SECONDS = 60
 
 
-@pytest.fixture
-def trickler() -> Iterator[str]:
+def trickle(scheme: str, tls: ssl.SSLContext | None = None) -> Iterator[str]:
     """The URL of a receiver that reads the request, then sends one byte of a status line that
     never ends each second for a minute: every single read gets a byte well within 5 s."""
     server = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
-    def answer(conn: socket.socket) -> None:
+    def answer(raw: socket.socket) -> None:
+        try:
+            conn = tls.wrap_socket(raw, server_side=True) if tls else raw
+        except OSError:
+            return
         with conn:
             conn.recv(65536)
             for _ in range(TRICKLE_SECONDS):
@@ -56,10 +61,31 @@ def trickler() -> Iterator[str]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    yield f"{scheme}://127.0.0.1:{server.getsockname()[1]}/hook"
     stop.set()
     server.close()
     thread.join(timeout=5)
+
+
+@pytest.fixture
+def trickler() -> Iterator[str]:
+    yield from trickle("http")
+
+
+@pytest.fixture
+def tls_trickler(tmp_path, monkeypatch) -> Iterator[str]:
+    """The same over TLS, with a certificate for 127.0.0.1 that the caller is made to trust."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # what ssl.create_default_context() trusts
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    yield from trickle("https", context)
 
 
 @pytest.fixture
@@ -88,6 +114,14 @@ def test_a_call_to_a_trickling_receiver_ends_by_its_deadline(trickler):
     took = time.monotonic() - started
     assert took < 3 * 2.0, f"the call took {took:.1f} s"
     assert answer.status is None
+    assert answer.error == "timed out: no whole answer within the 2 s deadline"
+
+
+def test_a_call_over_tls_to_a_trickling_receiver_ends_by_its_deadline(tls_trickler):
+    started = time.monotonic()
+    answer = post(tls_trickler, b"{}", {}, allow_private=True, deadline=2.0)
+    took = time.monotonic() - started
+    assert took < 3 * 2.0, f"the call took {took:.1f} s"
     assert answer.error == "timed out: no whole answer within the 2 s deadline"
 
 
