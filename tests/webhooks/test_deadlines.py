@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.utils import timezone
 
 from queues.services import get_store
@@ -159,3 +160,14 @@ def test_a_sweep_pass_with_slow_receivers_still_hands_back_a_lapsed_lease(slow_h
     assert took < 3 * 3.0, f"the sweep pass took {took:.1f} s"
     assert store.read(host, name, task.id).status == "pending"
     assert Notification.objects.filter(tries=0).count() >= 20 - 3  # sent in later passes
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", 0.0), ("TASKHOSTER_WEBHOOK_PASS_SECONDS", -5.0),
+     ("TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", float("nan"))],
+)  # fmt: skip
+def test_a_time_limit_that_is_not_above_zero_is_refused_by_the_checks(settings, name, value):
+    setattr(settings, name, value)
+    with pytest.raises(SystemCheckError, match=f"{name} is {value!r}; it must be a number"):
+        call_command("check")
