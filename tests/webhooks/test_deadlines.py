@@ -10,12 +10,17 @@ as long as bytes keep coming) cannot pass them.
 from __future__ import annotations
 
 import io
+import os
+import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -23,12 +28,15 @@ from django.core.management.base import SystemCheckError
 from django.utils import timezone
 
 from queues.services import get_store
+from queues.store import QueueSettings, QueueStore, StoreConfig
 from webhooks.models import Delivery, Kind, Notification, State, Webhook
 from webhooks.notifying import notify
 from webhooks.sending import post
 
 pytestmark = pytest.mark.django_db
 TRICKLE_SECONDS = 60
+ROOT = Path(__file__).resolve().parents[2]
+HOST, QUEUE = "task.example.com", "resize"
 
 
 def trickle(scheme: str, tls: ssl.SSLContext | None = None) -> Iterator[str]:
@@ -171,3 +179,81 @@ def test_a_time_limit_that_is_not_above_zero_is_refused_by_the_checks(settings, 
     setattr(settings, name, value)
     with pytest.raises(SystemCheckError, match=f"{name} is {value!r}; it must be a number"):
         call_command("check")
+
+
+@pytest.mark.slow
+def test_the_sweep_loop_hands_back_a_lapsed_lease_while_its_notifications_are_slow(
+    trickler, tmp_path
+):
+    """`sweep --loop` as a process, its notifications due at the trickling receiver: the store's
+    sweep keeps its own pace meanwhile, so a lease that lapses while the sends of a 20 s pass
+    are under way is handed back at once, not after them."""
+    db = tmp_path / "db.sqlite3"
+    env = {
+        "PATH": os.environ["PATH"], "DEBUG": "1", "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
+        "DATABASE_URL": f"sqlite:///{db}", "TASKHOSTER_ITEMS_DIR": str(tmp_path / "items"),
+        "TASKHOSTER_LOGS_DIR": str(tmp_path / "logs"), "TASKHOSTER_FSYNC": "0",
+        "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+        "TASKHOSTER_WEBHOOK_ALLOW_PRIVATE": "1",
+        "TASKHOSTER_WEBHOOK_DEADLINE_SECONDS": "5", "TASKHOSTER_WEBHOOK_PASS_SECONDS": "20",
+    }  # fmt: skip
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([*manage, "createqueue", HOST, QUEUE, "--lease-seconds", "10"],
+                   cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
+    with sqlite3.connect(db) as conn:
+        (queue_id,) = conn.execute("SELECT id FROM queues_queue").fetchone()
+        hook = conn.execute(
+            "INSERT INTO webhooks_webhook (queue_id, url, secret, notify_failed,"
+            " pending_threshold, pending_alerted, created_at)"
+            " VALUES (?, ?, 's3cret', 1, 0, 0, '2000-01-01 00:00:00')",
+            (queue_id, trickler),
+        ).lastrowid
+        conn.executemany(
+            "INSERT INTO webhooks_notification (webhook_id, kind, task_id, source, body, state,"
+            " tries, next_try_at, created_at) VALUES (?, 'task.failed', '', ?, '{}', 'pending',"
+            " 0, '2000-01-01 00:00:00', '2000-01-01 00:00:00')",
+            [(hook, f"test:{i}") for i in range(10)],
+        )
+    out = tmp_path / "out"
+    with open(out, "w") as stdout:
+        command = [*manage, "sweep", "--loop", "--interval", "0.1"]
+        loop = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True
+        )
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=tmp_path / "logs",
+                                   fsync=False))  # fmt: skip
+    try:
+        wait_until(lambda: sent(db) > 0)  # a send to the receiver is under way
+        settings = QueueSettings(lease_seconds=10)
+        store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="a")
+        long_ago = int(time.time() * 1000) - 60_000
+        store.claim(HOST, QUEUE, settings=settings, worker="w", now=long_ago)
+        lapsed = time.monotonic()
+        wait_until(lambda: "requeue=1" in out.read_text(), seconds=60)
+        waited = time.monotonic() - lapsed
+        assert waited < 10, f"handed back {waited:.1f} s after it lapsed"
+        loop.send_signal(signal.SIGINT)
+        _, err = loop.communicate(timeout=30)
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.wait()
+        store.close()
+    assert "Traceback" not in err
+
+
+def sent(db: Path) -> int:
+    """The notifications a sweep took to send (their next try moved on from 2000)."""
+    with sqlite3.connect(db, timeout=5) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM webhooks_notification WHERE next_try_at > '2001-01-01'"
+        ).fetchone()
+    return n
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    ends = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < ends, "not within the wait"
+        time.sleep(0.05)
