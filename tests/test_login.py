@@ -5,10 +5,11 @@ from datetime import timedelta
 import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth.models import User
+from django.http import HttpResponse
 from django.test import Client, RequestFactory
 from django.utils import timezone
 
-from queues.login_throttle import forwarded_address
+from queues.login_throttle import forwarded_address, locked_out
 from queues.models import QueueAccess
 from queues.tokens import issue_token
 
@@ -148,3 +149,16 @@ def test_behind_a_proxy_the_address_is_the_one_the_proxy_appended():
                           HTTP_X_FORWARDED_FOR="198.51.100.9, 203.0.113.5")  # fmt: skip
     assert forwarded_address(forged) == "203.0.113.5"
     assert forwarded_address(factory.post("/login/", REMOTE_ADDR="10.0.0.1")) == "10.0.0.1"
+
+
+def test_a_lockout_met_outside_a_login_form_is_said_in_plain_text():
+    request = RequestFactory().post("/elsewhere/", REMOTE_ADDR="10.0.0.1")
+    response = locked_out(request, HttpResponse("the view's own answer"), {})
+    assert response.status_code == 429 and response["Content-Type"].startswith("text/plain")
+    assert response.content.decode().startswith(LOCKED)
+
+
+def test_a_lockout_without_a_cool_off_says_an_admin_lifts_it(settings):
+    settings.AXES_COOLOFF_TIME = None  # axes then locks out until the attempts are deleted
+    message = locked_out(RequestFactory().post("/login/"), None, {}).content.decode()
+    assert message.startswith(LOCKED) and "Ask an admin" in message
