@@ -3,11 +3,12 @@
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db import models
 from django.db.models import QuerySet
 from django.forms.models import construct_instance
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from queues.admin_widgets import SECONDS_FIELDS, BlankableJSONField, SecondsInput
@@ -275,12 +276,22 @@ class ApiTokenAdmin(admin.ModelAdmin):
             return
         record, token = issue_token(obj.user, obj.name, expires_at=obj.expires_at)
         obj.pk, obj.prefix = record.pk, record.prefix
-        # The message lives in the session for exactly one page view: the token's only showing.
-        messages.warning(
-            request,
-            f"The new token is {token} — copy it now: it is stored only as a hash "
-            "and will not be shown again.",
-        )
+        obj.issued_token = token  # for response_add, the token's only showing
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        # The answer to the save itself shows the token, not a redirect and a message: the
+        # message would travel in the messages cookie (signed, not encrypted) and sit in the
+        # browser until the next page. The admin's views already say Cache-Control: no-store.
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "New API token",
+            "record": obj,
+            "token": obj.issued_token,
+        }
+        return TemplateResponse(request, "admin/queues/apitoken/issued.html", context)
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:

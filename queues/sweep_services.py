@@ -1,12 +1,15 @@
 """What the sweep loop does each pass besides the store's sweep: post the schedules that are
-due, then make and send failure notifications. The sweep command calls `run_sweep_services`
-once per pass; the store itself knows nothing of either.
+due, then make and send failure notifications. `manage.py sweep` calls `run_sweep_services`
+after its one sweep; `sweep --loop` runs them in a thread of their own
+(`run_sweep_services_every`), so that receivers, however slow, never delay the store's time
+rules (timeouts, lapsed leases). The store itself knows nothing of either.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +28,26 @@ def run_sweep_services(store: StoreRouter, *, now: dt.datetime | None = None) ->
     now = now or timezone.now()
     for name, service in (("schedules", post_due_schedules), ("notifications", notify)):
         _run(name, service, store, now)
+
+
+def run_sweep_services_every(
+    store: StoreRouter, interval: float, stop: threading.Event
+) -> threading.Thread:
+    """Run the services, then wait `interval` s, over and over in a thread until `stop` is set.
+    A daemon thread: Ctrl-C ends the loop's process with it, a send in flight included (its
+    notification is held a minute, then sent again: delivery is at least once)."""
+
+    def passes() -> None:
+        while not stop.is_set():
+            try:
+                run_sweep_services(store)
+            except Exception:  # the thread must outlive any fault, as the loop does
+                logger.exception("sweep: the schedules and notifications failed; trying again")
+            stop.wait(interval)
+
+    thread = threading.Thread(target=passes, name="sweep-services", daemon=True)
+    thread.start()
+    return thread
 
 
 def _run(name: str, service: Callable[..., Any], store: StoreRouter, now: dt.datetime) -> None:

@@ -5,6 +5,7 @@ directories under the project. Production sets DEBUG=0, SECRET_KEY, ALLOWED_HOST
 DATABASE_URL and the two store directories (README, "Production layout").
 """
 
+import datetime as dt
 import os
 import secrets
 from pathlib import Path
@@ -94,6 +95,10 @@ TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS",
 # Webhooks may call loopback and private addresses only when this is set (a receiver on the
 # same network); otherwise such a URL is refused when saved and again before every call.
 TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = env.bool("TASKHOSTER_WEBHOOK_ALLOW_PRIVATE", default=False)
+# One call ends by its deadline, connect to last byte, and a pass's calls end within the pass's
+# seconds, so slow receivers cannot hold up the sweep loop's timeouts and leases for longer.
+TASKHOSTER_WEBHOOK_DEADLINE_SECONDS = env.float("TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", default=10.0)
+TASKHOSTER_WEBHOOK_PASS_SECONDS = env.float("TASKHOSTER_WEBHOOK_PASS_SECONDS", default=20.0)
 
 # --- applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -111,6 +116,7 @@ INSTALLED_APPS = [
     "tasklogs",
     "schedules",
     "webhooks",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -124,6 +130,7 @@ MIDDLEWARE = [
     # Django's MessageMiddleware, its storage built only when a view uses messages.
     "queues.messages_middleware.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # turns a login lockout into the form's answer
 ]
 
 ROOT_URLCONF = "taskhoster_site.urls"
@@ -189,6 +196,25 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "queues:home"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- failed logins (django-axes) ----------------------------------------------------------
+# Failures are counted in the database, which every gunicorn process shares, per user name and
+# per address apart: past the limit, either is locked for the cool-off, said on the form
+# (queues/login_throttle.py). API tokens do not log in, so this never touches them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("TASKHOSTER_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("TASKHOSTER_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "queues.login_throttle.locked_out"
+AXES_DISABLE_ACCESS_LOG = True  # the successful logins: nothing here reads them
+AXES_VERBOSE = False  # no banner in every command's output; lockouts are still logged
+if env.bool("TASKHOSTER_BEHIND_PROXY", default=False):
+    # every client would be the proxy's address, and ten failures would lock everyone out
+    AXES_CLIENT_IP_CALLABLE = "queues.login_throttle.forwarded_address"
 
 # --- security -----------------------------------------------------------------------------
 # Behind TLS (production) every cookie is secure and browsers are told to stay on HTTPS.

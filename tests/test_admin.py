@@ -1,5 +1,10 @@
 """The admin an operator who never read the code uses: every page opens, tokens show once."""
 
+import base64
+import contextlib
+import re
+import zlib
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -34,13 +39,36 @@ def test_queue_form_groups_and_explains_the_settings(admin_client, make_queue):
     assert "A task older than this fails with error" in page  # the field's own help text
 
 
+def shown_token(page: str) -> str:
+    (token,) = set(re.findall(r"th_[0-9a-f]{8}_[A-Za-z0-9_-]{43}", page))
+    return token
+
+
+def cookie_texts(value: str) -> list[str]:
+    """A cookie's value and whatever its parts decode to (base64, then zlib when compressed),
+    which is how the messages cookie carried the token."""
+    texts = [value]
+    for part in re.split(r"[:.]", value):
+        for decode in (base64.urlsafe_b64decode, base64.b64decode):
+            try:
+                raw = decode(part + "=" * (-len(part) % 4))
+            except ValueError:
+                continue
+            with contextlib.suppress(zlib.error):
+                raw = zlib.decompress(raw)
+            texts.append(raw.decode("latin-1"))
+    return texts
+
+
 def test_a_token_added_in_the_admin_is_shown_once_and_works(admin_client):
     box = User.objects.create_user("box-1")
-    response = admin_client.post(
-        "/admin/queues/apitoken/add/", {"user": box.pk, "name": "worker"}, follow=True
-    )
-    text = response.content.decode()
-    token = text.split("The new token is ")[1].split(" ")[0]
+    response = admin_client.post("/admin/queues/apitoken/add/", {"user": box.pk, "name": "worker"})
+    assert response.status_code == 200  # shown on the answer to the save itself
+    page = response.content.decode()
+    token = shown_token(page)
+    assert page.count(token) == 1
+    assert "Copy it now" in page
+    assert "no-store" in response["Cache-Control"]
     assert find_token(token).user == box
     again = admin_client.get("/admin/queues/apitoken/").content.decode()
     assert token not in again
@@ -49,6 +77,21 @@ def test_a_token_added_in_the_admin_is_shown_once_and_works(admin_client):
         token
         not in admin_client.get(f"/admin/queues/apitoken/{record.pk}/change/").content.decode()
     )
+
+
+def test_a_new_token_never_travels_in_a_cookie(admin_client):
+    box = User.objects.create_user("box-1")
+    answers = [admin_client.post("/admin/queues/apitoken/add/", {"user": box.pk, "name": "w"})]
+    while answers[-1].status_code == 302:  # today's answer is the page; a redirect is followed
+        answers.append(admin_client.get(answers[-1]["Location"]))
+    token = shown_token(answers[-1].content.decode())
+    secret = token.split("_", 2)[2]
+    for answer in answers:
+        for header, value in answer.items():
+            assert secret not in value, header
+        for name, cookie in answer.cookies.items():
+            for text in cookie_texts(cookie.value):
+                assert secret not in text, f"Set-Cookie: {name}={cookie.value}"
 
 
 def test_the_revoke_action_stops_the_tokens(admin_client):

@@ -1,6 +1,12 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class WebhooksConfig(AppConfig):
     name = "webhooks"
     verbose_name = "Failure notifications"
+
+    def ready(self) -> None:
+        from .checks import check_time_limits
+
+        checks.register(check_time_limits)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .models import Delivery, Notification, State
-from .sending import post
+from .sending import DEADLINE_SECONDS, post
 from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
 
 MAX_TRIES = 5
@@ -21,9 +21,10 @@ MAX_TRIES = 5
 RETRY_DELAYS = tuple(dt.timedelta(seconds=s) for s in (10, 60, 300, 1800))
 # A try in flight holds its notification this long, so that another sweep leaves it alone.
 SENDING_HOLD = dt.timedelta(seconds=60)
-# One pass starts no new send after this long, so slow receivers cannot hold up the sweep's
-# own work (timeouts, leases) for more than about this plus one send's timeout.
-PASS_BUDGET_SECONDS = 10.0
+# The sends of one pass end within this long: a send starts only while its whole deadline
+# (sending.DEADLINE_SECONDS) fits in what is left, and the rest stay due for the next pass, so
+# slow receivers hold up the sweep loop's own work (timeouts, leases) by this much at most.
+PASS_SECONDS = 20.0
 BATCH = 50
 
 
@@ -33,20 +34,29 @@ class DeliveryReport:
     failed: int = 0  # tries that failed; the notification is retried or given up
 
 
-def deliver_due(*, now: dt.datetime, allow_private: bool) -> DeliveryReport:
+def deliver_due(
+    *,
+    now: dt.datetime,
+    allow_private: bool,
+    deadline: float = DEADLINE_SECONDS,
+    pass_seconds: float = PASS_SECONDS,
+) -> DeliveryReport:
+    """Send what is due, each call ending by `deadline` seconds and all of them by
+    `pass_seconds`; what is not started stays due, untouched, for the next pass."""
     report = DeliveryReport()
-    started = time.monotonic()
+    deadline = min(deadline, pass_seconds)  # or no send would ever start
+    ends = time.monotonic() + pass_seconds
     due = (
         Notification.objects.filter(state=State.PENDING, next_try_at__lte=now)
         .select_related("webhook")
         .order_by("next_try_at", "id")[:BATCH]
     )
     for note in due:
-        if time.monotonic() - started > PASS_BUDGET_SECONDS:
+        if time.monotonic() + deadline > ends:
             break  # the rest wait for the next pass
         if not _take(note, now=now):
             continue  # another sweep took it
-        deliver(note, now=now, allow_private=allow_private)
+        deliver(note, now=now, allow_private=allow_private, deadline=deadline)
         if note.state == State.DELIVERED:
             report.delivered += 1
         else:
@@ -54,7 +64,13 @@ def deliver_due(*, now: dt.datetime, allow_private: bool) -> DeliveryReport:
     return report
 
 
-def deliver(note: Notification, *, now: dt.datetime, allow_private: bool) -> Delivery:
+def deliver(
+    note: Notification,
+    *,
+    now: dt.datetime,
+    allow_private: bool,
+    deadline: float = DEADLINE_SECONDS,
+) -> Delivery:
     """One try: POST the body, signed now, record the answer and what happens next."""
     attempt = note.tries + 1
     body, stamp = note.body.encode(), int(now.timestamp())
@@ -68,7 +84,7 @@ def deliver(note: Notification, *, now: dt.datetime, allow_private: bool) -> Del
         SIGNATURE_HEADER: signature(note.webhook.secret, stamp, body),
     }
     url = note.webhook.url
-    answer = post(url, body, headers, allow_private=allow_private)
+    answer = post(url, body, headers, allow_private=allow_private, deadline=deadline)
     delivery = Delivery.objects.create(
         notification=note, attempt=attempt, sent_at=now, url=url,
         status_code=answer.status, error=answer.error,

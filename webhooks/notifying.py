@@ -24,5 +24,10 @@ class NotifyReport:
 def notify(store: StoreRouter, *, now: dt.datetime) -> NotifyReport:
     """Turn new failures and threshold crossings into notifications, then send those due."""
     made = notify_failures(store, now=now) + notify_pending(store, now=now)
-    sent = deliver_due(now=now, allow_private=settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE)
+    sent = deliver_due(
+        now=now,
+        allow_private=settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE,
+        deadline=settings.TASKHOSTER_WEBHOOK_DEADLINE_SECONDS,
+        pass_seconds=settings.TASKHOSTER_WEBHOOK_PASS_SECONDS,
+    )
     return NotifyReport(made=made, delivered=sent.delivered, failed=sent.failed)

@@ -10,7 +10,7 @@ from queues.store.archive import edited_attempt
     [
         ("2-retried.item.json", 2),
         ("²-retried.item.json", None),  # str.isdigit() takes it, int() refuses it
-        ("١-retried.item.json", None),
+        ("\u0661-retried.item.json", None),  # an Arabic-Indic one, which int() takes
         ("2-result.result.json", None),
         ("x-retried.item.json", None),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.db import InterfaceError, OperationalError, connections
 from queues.services import get_store, queue_settings_for
 from queues.store import StorageUnavailable, SweepReport
 from queues.store_router import StoreRouter
-from queues.sweep_services import run_sweep_services
+from queues.sweep_services import run_sweep_services, run_sweep_services_every
 from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 
 DATABASE_DOWN = "sweep: the database is unreachable; sweeping again once it answers"
@@ -68,16 +69,20 @@ class Command(BaseCommand):
             f"a line when a pass changes something, a summary every "
             f"{tally.summary_seconds / 60:g} min (Ctrl-C stops)"
         )
-        while True:
-            report, queues = self.one_pass(store)
-            out, errors = tally.lines(report, queues, time.time())
-            for line in out:
-                self.say(line)
-            for error in errors:
-                self.stderr.write(error)
-            if DATABASE_DOWN not in report.errors:  # the schedules and webhooks need it too
-                run_sweep_services(store)
-            time.sleep(interval)
+        stop = threading.Event()
+        # the schedules and webhooks keep their own pace: a slow receiver never holds this one
+        run_sweep_services_every(store, interval, stop)
+        try:
+            while True:
+                report, queues = self.one_pass(store)
+                out, errors = tally.lines(report, queues, time.time())
+                for line in out:
+                    self.say(line)
+                for error in errors:
+                    self.stderr.write(error)
+                time.sleep(interval)
+        finally:
+            stop.set()
 
     def one_pass(self, store: StoreRouter) -> tuple[SweepReport, int]:
         """One pass of the loop and the count of configured queues. A database that went away
