@@ -22,15 +22,16 @@ from pathlib import Path
 
 from chaos.server import HOST, QUEUE, ROOT, Server, kill_group
 
-# what a child of serve is, from its command line
-KINDS = (("gunicorn", "web"), ("sweep", "sweep"), ("ingest_tasklogs", "ingest"))
+# what a child of serve is, from a word of its command line
+KINDS = {"gunicorn": "web", "sweep": "sweep", "ingest_tasklogs": "ingest"}
 
 
 def kind_of(cmdline: list[str]) -> str:
-    text = " ".join(cmdline)
-    for needle, kind in KINDS:
-        if needle in text:
-            return kind
+    """By whole words: a child seen between its fork and its exec still has serve's command
+    line, whose `--sweep-interval` must not make it a sweep."""
+    for word in cmdline:
+        if word in KINDS:
+            return KINDS[word]
     return "other"
 
 

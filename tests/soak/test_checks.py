@@ -14,6 +14,7 @@ import pytest
 
 from chaos.server import HOST, QUEUE
 from soak import checks
+from soak.system import kind_of
 
 A, B, C = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "cccccccccccccccc"
 DAY = "2026-12-01.jsonl"
@@ -170,6 +171,19 @@ def test_an_event_line_glued_after_a_torn_fragment_is_lost(run):
     assert failed_with(run.verdict(), "1 event lines lost: glued after a torn fragment")
 
 
+def test_an_event_glued_after_a_fragment_that_task_logs_stored_is_not_lost(run):
+    lines = [json.dumps(e).encode() for e in run.events]
+    torn = lines[1][:20]  # the claim's line cut short; the result's line written after it
+    run.write_log(b"\n".join([lines[0], torn + lines[2], *lines[3:]]) + b"\n")
+    with sqlite3.connect(run.db) as conn:  # the ingester found the line start after the cut
+        start = len(lines[0]) + 1 + len(torn)
+        conn.execute("INSERT INTO tasklogs_taskevent VALUES (?,?,?,?,?,?,?)",
+                     (DAY, start, A, "result", "finished", HOST, QUEUE))  # fmt: skip
+    v = run.verdict()
+    assert v.failures == []
+    assert v.figures["event lines (whole / torn fragments)"] == "4 / 1"
+
+
 def test_a_torn_fragment_ended_by_its_newline_then_a_whole_line_is_allowed(run):
     lines = [json.dumps(e).encode() for e in run.events]
     run.write_log(b"\n".join([lines[0][:20], *lines]) + b"\n")
@@ -267,3 +281,11 @@ def test_state_problems_names_every_planted_file_and_a_lapsed_lease(run):
     for words in ("not a regular file", "corrupt or truncated",
                   "another queue's record", "ffffffffffffffff.json: its lease lapsed"):  # fmt: skip
         assert words in joined
+
+
+def test_a_child_is_known_by_a_word_of_its_command_line_not_by_serves_options():
+    serve = ["python", "manage.py", "serve", "--bind", "127.0.0.1:1", "--sweep-interval", "1"]
+    assert kind_of(serve) == "other"  # a child between its fork and its exec
+    assert kind_of(["python", "manage.py", "sweep", "--loop", "--interval", "1"]) == "sweep"
+    assert kind_of(["python", "manage.py", "ingest_tasklogs", "--follow"]) == "ingest"
+    assert kind_of(["python", "-m", "gunicorn", "-c", "gunicorn.conf.py"]) == "web"
