@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from .compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
+from .json_values import json_problem
 
 # taskhoster's status -> Django's (a cancelled task did not run to its end: FAILED).
 STATUSES = {
@@ -32,6 +32,9 @@ STATUSES = {
 # A result's id is QUEUE:TASK_ID:FUNCTION_PATH: the status view carries neither the queue nor
 # the item, and get_result must know where to look and which function the task runs.
 ID_SEPARATOR = ":"
+# The post's refusals of the task as given (a delay past the queue timeout, an item over the
+# queue's cap or against its schema): Django's InvalidTaskError, not a transport error.
+REFUSED_TASK = (400, 413, 422)
 
 
 class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -58,21 +61,29 @@ class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
+        values = [(f"args[{i}]", v) for i, v in enumerate(args)]
+        values += [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
+        for where, value in values:
+            problem = json_problem(value, where)
+            if problem is not None:
+                raise InvalidTaskError(
+                    f"{task.module_path}: {problem}; arguments must be JSON values (str, int, "
+                    "float, bool, None, lists and dicts with str keys), to travel to the worker"
+                )
         item = {"task": task.module_path, "args": list(args), "kwargs": dict(kwargs)}
-        try:
-            json.dumps(item, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidTaskError(
-                f"{task.module_path}: arguments must be JSON values (str, int, float, bool, "
-                f"None, lists and dicts with str keys), to travel to the worker: {exc}"
-            ) from None
         delay = None
         if task.run_after is not None:
             delay = max(math.ceil((task.run_after - timezone.now()).total_seconds()), 0)
         queue = self.queue_for(task.queue_name)
-        view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority)
-        result_id = ID_SEPARATOR.join((queue, view["id"], task.module_path))
-        return self._result(task, result_id, view, item)
+        try:
+            view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority)
+        except ApiError as exc:
+            if exc.status in REFUSED_TASK:  # the task as given, not the server or the token
+                raise InvalidTaskError(f"{task.module_path}: {exc.detail}") from exc
+            raise
+        return self._result(
+            task, ID_SEPARATOR.join((queue, view["id"], task.module_path)), view, item
+        )
 
     def get_result(self, result_id: str) -> TaskResult:
         parts = result_id.split(ID_SEPARATOR, 2)
