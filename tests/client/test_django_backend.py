@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -46,6 +47,116 @@ def work(live, queue_name: str, name: str, tasks: int) -> None:
     done = subprocess.run(worker_argv(queue_name, name, tasks), env=env(live), cwd=ROOT,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+READ = """
+r = tasks.add.get_backend().get_result({id!r})
+print(json.dumps({{
+    "status": r.status, "attempts": r.attempts, "worker_ids": r.worker_ids,
+    "errors": [[e.exception_class_path, e.traceback] for e in r.errors],
+    "value": r.return_value if r.status == "SUCCESSFUL" else None,
+    "enqueued": r.enqueued_at.timestamp(),
+    "started": r.started_at and r.started_at.timestamp(),
+    "last": r.last_attempted_at and r.last_attempted_at.timestamp(),
+    "finished": r.finished_at and r.finished_at.timestamp()}}))
+"""
+
+
+def read(live, id: str) -> dict:
+    return in_project(live, READ.format(id=id))
+
+
+def enqueue(live, call: str) -> str:
+    return in_project(live, f"print(json.dumps(tasks.{call}.id))")
+
+
+def test_errors_workers_and_times_of_a_task_that_failed_twice_then_succeeded(
+    live, queues, tmp_path
+):
+    id = enqueue(live, f"fails_until.enqueue({str(tmp_path / 'count')!r}, 2)")
+    work(live, "cw", "first-worker", 1)
+    retried = read(live, id)
+    assert (retried["status"], retried["worker_ids"]) == ("READY", ["first-worker"])
+    assert [e[0] for e in retried["errors"]] == ["builtins.ValueError"]
+    work(live, "cw", "second-worker", 2)
+    done = read(live, id)
+    assert (done["status"], done["value"]) == ("SUCCESSFUL", 3)
+    assert done["worker_ids"] == ["first-worker", "second-worker", "second-worker"]
+    # every attempt's error, the first one's too
+    assert [e[0] for e in done["errors"]] == ["builtins.ValueError"] * 2
+    assert "attempt 1 fails" in done["errors"][0][1] and "attempt 2 fails" in done["errors"][1][1]
+    # started at the first attempt, last attempted at the third
+    assert done["started"] == retried["started"] == retried["last"]
+    assert done["enqueued"] <= done["started"] < done["last"] <= done["finished"]
+
+
+def test_a_task_that_calls_sys_exit_fails_with_the_error_of_each_attempt(live, queues):
+    id = enqueue(live, "exits.enqueue()")
+    work(live, "cwexit", "exit-worker", 3)  # the queue's budget is 3; the worker outlives them all
+    failed = read(live, id)
+    assert (failed["status"], failed["attempts"]) == ("FAILED", 3)
+    assert [e[0] for e in failed["errors"]] == ["builtins.SystemExit"] * 3
+    assert "sys.exit(2)" in failed["errors"][-1][1]
+
+
+def test_a_return_value_that_is_not_json_fails_with_an_error_that_says_so(live, queues):
+    id = enqueue(live, "returns_a_set_on_cwodd.enqueue()")
+    work(live, "cwodd", "set-worker", 1)  # not retried: the same function returns the same
+    failed = read(live, id)
+    assert (failed["status"], failed["attempts"]) == ("FAILED", 1)
+    [(class_path, text)] = failed["errors"]
+    assert class_path == "builtins.TypeError"
+    assert "returned a value that is not JSON" in text and "set" in text
+
+
+def test_inside_a_task_its_result_id_reads_its_own_result_while_it_runs(live, queues, tmp_path):
+    id = enqueue(live, f"reads_its_own_result.enqueue({str(tmp_path)!r})")
+    worker = subprocess.Popen(worker_argv("cwctx", "ctx-worker", 1), env=env(live), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert worker.poll() is None and time.monotonic() < deadline, worker.communicate()
+            time.sleep(0.05)
+        running = read(live, id)
+        (tmp_path / "release").touch()
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert (running["status"], running["worker_ids"]) == ("RUNNING", ["ctx-worker"])
+    assert running["started"] is not None and running["started"] == running["last"]
+    done = read(live, id)
+    assert done["status"] == "SUCCESSFUL"
+    assert done["value"] == {"id": id, "status": "RUNNING", "worker_ids": ["ctx-worker"],
+                             "started": True}  # fmt: skip
+
+
+def test_a_task_that_raises_after_its_cancel_was_requested_ends_cancelled(
+    live, clients, queues, tmp_path
+):
+    id = enqueue(live, f"raises_when_released.enqueue({str(tmp_path)!r})")
+    worker = subprocess.Popen([*worker_argv("cwcancel", "cancel-worker", 1), "--lease", "1"],
+                              env=env(live), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    task_id = id.split(":")[1]
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert worker.poll() is None and time.monotonic() < deadline, worker.communicate()
+            time.sleep(0.05)
+        clients["olga"].cancel(HOST, "djcwcancel", task_id)
+        time.sleep(2)  # heartbeats every third of the 1 s lease: the worker learns of it
+        (tmp_path / "release").touch()
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    final = clients["olga"].get(HOST, "djcwcancel", task_id)
+    assert final["status"] == "cancelled", final
+    assert read(live, id)["errors"][0][0] == "builtins.ValueError"
 
 
 REFUSE = """
