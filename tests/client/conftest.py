@@ -14,6 +14,7 @@ from tests.api_live.live import HOST, LiveServer
 QUEUES = {
     "cwsigint": {"lease_seconds": 60, "max_attempts": 1},
     "cwoutput": {"lease_seconds": 60, "max_attempts": 1},
+    "cwgroup": {"lease_seconds": 1, "max_attempts": 3, "backoff_seconds": 0},
     "cwcancel": {"lease_seconds": 1, "max_attempts": 3, "backoff_seconds": 0},
     "cwexit": {"lease_seconds": 60, "max_attempts": 2, "backoff_seconds": 0},
     "cwexitpool": {"lease_seconds": 60, "max_attempts": 1},

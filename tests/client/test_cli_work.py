@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from taskhoster.cli import command_result
+from taskhoster.cli import _signal_name, command_result
 from tests.api_live.live import HOST
 
 pytestmark = pytest.mark.slow
@@ -33,11 +33,22 @@ sys.stdout.write(item.get("out", '{"done": true}'))
 """
 
 
-def start_work(live, queue: str, log: Path) -> subprocess.Popen[bytes]:
+# A command that starts a child of its own (its pid in the item's folder) and waits for it.
+PARENT = """
+import json, os, subprocess, sys
+item = json.load(sys.stdin)
+child = subprocess.Popen(["sleep", "300"])
+with open(os.path.join(item["folder"], "child"), "w") as f:
+    f.write(str(child.pid))
+child.wait()
+"""
+
+
+def start_work(live, queue: str, log: Path, command: str = COMMAND) -> subprocess.Popen[bytes]:
     """`work` in a session of its own, as a shell runs a foreground job in its own group."""
     env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["wendy"]}
     argv = [sys.executable, "-m", "taskhoster.cli", "work", f"{HOST}/{queue}",
-            "--claim-wait", "1", "--", sys.executable, "-c", COMMAND]  # fmt: skip
+            "--claim-wait", "1", "--grace", "2", "--", sys.executable, "-c", command]  # fmt: skip
     with log.open("wb") as err:
         return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)  # fmt: skip
@@ -104,6 +115,37 @@ def test_a_command_killed_by_a_signal_says_it_was_and_which(live, clients, queue
     assert final["status"] == "failed"
     assert final["result"]["error"] == "the command was killed by signal 9 (SIGKILL)"
     assert final["result"]["exitCode"] == -9
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's reaper may not have reaped it yet)."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_cancel_ends_what_the_command_started_too(live, clients, queues, tmp_path):
+    task = clients["paul"].post(HOST, "cwgroup", {"folder": str(tmp_path)})
+    worker = start_work(live, "cwgroup", tmp_path / "work.log", PARENT)
+    try:
+        eventually(lambda: (tmp_path / "child").exists() and (tmp_path / "child").read_text())
+        child = int((tmp_path / "child").read_text())
+        clients["olga"].cancel(HOST, "cwgroup", task["id"])
+        final = ended(clients, "cwgroup", task["id"])
+        eventually(lambda: not running(child), timeout=10)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+        if (tmp_path / "child").exists() and running(int((tmp_path / "child").read_text())):
+            os.kill(int((tmp_path / "child").read_text()), signal.SIGKILL)
+    assert final["status"] == "cancelled"
+
+
+def test_a_signal_without_a_name_is_named_by_its_number():
+    assert _signal_name(9) == "signal 9 (SIGKILL)"
+    assert _signal_name(40) == "signal 40"  # a real-time signal: no name in signal.Signals
 
 
 @pytest.mark.parametrize(
