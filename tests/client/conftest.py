@@ -21,6 +21,7 @@ QUEUES = {
     "djcw": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwexit": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwodd": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
+    "djcwcap": {"lease_seconds": 60, "max_attempts": 1, "max_item_bytes": 250},
     "djcwctx": {"lease_seconds": 60, "max_attempts": 8},
     "djcwcancel": {"lease_seconds": 1, "max_attempts": 3, "backoff_seconds": 0},
 }

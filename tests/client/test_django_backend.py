@@ -109,6 +109,17 @@ def test_a_return_value_that_is_not_json_fails_with_an_error_that_says_so(live, 
     assert "returned a value that is not JSON" in text and "set" in text
 
 
+def test_a_start_the_server_will_not_record_still_runs_the_task(live, queues, tmp_path):
+    marker = tmp_path / "ran"
+    id = enqueue(live, f"touches.enqueue({str(marker)!r})")
+    # The queue's cap (250 bytes) holds the item but not a progress report naming this worker.
+    done = subprocess.run(worker_argv("cwcap", "w" * 200, 1), env=env(live), cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()
+    assert f"task {id.split(':')[1]}: could not record its start" in done.stderr
+
+
 def test_inside_a_task_its_result_id_reads_its_own_result_while_it_runs(live, queues, tmp_path):
     id = enqueue(live, f"reads_its_own_result.enqueue({str(tmp_path)!r})")
     worker = subprocess.Popen(worker_argv("cwctx", "ctx-worker", 1), env=env(live), cwd=ROOT,

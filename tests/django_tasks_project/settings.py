@@ -18,6 +18,7 @@ QUEUE_NAMES = {
     "cw": "djcw",
     "cwexit": "djcwexit",
     "cwodd": "djcwodd",
+    "cwcap": "djcwcap",
     "cwctx": "djcwctx",
     "cwcancel": "djcwcancel",
 }

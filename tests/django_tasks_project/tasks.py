@@ -90,3 +90,8 @@ def raises_when_released(folder):
     while not Path(folder, "release").exists():
         time.sleep(0.05)
     raise ValueError("released")
+
+
+@task(queue_name="cwcap")
+def touches(path):
+    Path(path).touch()
