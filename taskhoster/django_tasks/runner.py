@@ -52,8 +52,8 @@ def run_task(backend: Any, job: Job) -> dict[str, Any]:
         raise _raised(TaskRaisedFail, exc, echo, history,
                       f"no task {path!r} in this project: {exc}") from None  # fmt: skip
     if not isinstance(task, Task):
-        exc = TypeError(f"{path!r} is not a @task function")
-        raise _raised(TaskRaisedFail, exc, echo, history, str(exc))
+        not_a_task = TypeError(f"{path!r} is not a @task function")
+        raise _raised(TaskRaisedFail, not_a_task, echo, history, str(not_a_task))
     _announce(job, history)
     try:
         if task.takes_context:
@@ -72,8 +72,8 @@ def run_task(backend: Any, job: Job) -> dict[str, Any]:
     if problem is not None:
         # As Django's own backends do: the serialisation's error is the task's, and no retry
         # of the same function would return anything else.
-        exc = TypeError(f"{path} returned a value that is not JSON: {problem}")
-        raise _raised(TaskRaisedFail, exc, echo, history, str(exc))
+        not_json = TypeError(f"{path} returned a value that is not JSON: {problem}")
+        raise _raised(TaskRaisedFail, not_json, echo, history, str(not_json))
     return {**echo, "returnValue": value, **history.as_body()}
 
 
