@@ -368,11 +368,11 @@ class CommandRunner:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """Signal the command's process group (what it started too), while it has not been reaped:
-    after that its group id may belong to someone else."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-            os.killpg(proc.pid, signum)
+    """Signal the command's process group: what it started too, which may hold its output
+    open after it exited. The group's id is not handed to another process while any of the
+    group lives, so this reaches no one else."""
+    with contextlib.suppress(ProcessLookupError):  # the whole group ended meanwhile
+        os.killpg(proc.pid, signum)
 
 
 def _signal_name(number: int) -> str:

@@ -33,14 +33,16 @@ sys.stdout.write(item.get("out", '{"done": true}'))
 """
 
 
-# A command that starts a child of its own (its pid in the item's folder) and waits for it.
+# A command that starts a child of its own (its pid in the item's folder), which holds the
+# command's output open, and waits for it (or exits, when the item says so).
 PARENT = """
 import json, os, subprocess, sys
 item = json.load(sys.stdin)
 child = subprocess.Popen(["sleep", "300"])
 with open(os.path.join(item["folder"], "child"), "w") as f:
     f.write(str(child.pid))
-child.wait()
+if not item["exit"]:
+    child.wait()
 """
 
 
@@ -126,8 +128,9 @@ def running(pid: int) -> bool:
         return False
 
 
-def test_a_cancel_ends_what_the_command_started_too(live, clients, queues, tmp_path):
-    task = clients["paul"].post(HOST, "cwgroup", {"folder": str(tmp_path)})
+@pytest.mark.parametrize("exits", [False, True])
+def test_a_cancel_ends_what_the_command_started_too(live, clients, queues, tmp_path, exits):
+    task = clients["paul"].post(HOST, "cwgroup", {"folder": str(tmp_path), "exit": exits})
     worker = start_work(live, "cwgroup", tmp_path / "work.log", PARENT)
     try:
         eventually(lambda: (tmp_path / "child").exists() and (tmp_path / "child").read_text())
