@@ -46,11 +46,14 @@ if not item["exit"]:
 """
 
 
-def start_work(live, queue: str, log: Path, command: str = COMMAND) -> subprocess.Popen[bytes]:
+def start_work(
+    live, queue: str, log: Path, command: str = COMMAND, lease: int = 60
+) -> subprocess.Popen[bytes]:
     """`work` in a session of its own, as a shell runs a foreground job in its own group."""
     env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["wendy"]}
-    argv = [sys.executable, "-m", "taskhoster.cli", "work", f"{HOST}/{queue}",
-            "--claim-wait", "1", "--grace", "2", "--", sys.executable, "-c", command]  # fmt: skip
+    options = ["--claim-wait", "1", "--grace", "2", "--lease", str(lease)]
+    argv = [sys.executable, "-m", "taskhoster.cli", "work", f"{HOST}/{queue}", *options,
+            "--", sys.executable, "-c", command]  # fmt: skip
     with log.open("wb") as err:
         return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)  # fmt: skip
@@ -131,7 +134,8 @@ def running(pid: int) -> bool:
 @pytest.mark.parametrize("exits", [False, True])
 def test_a_cancel_ends_what_the_command_started_too(live, clients, queues, tmp_path, exits):
     task = clients["paul"].post(HOST, "cwgroup", {"folder": str(tmp_path), "exit": exits})
-    worker = start_work(live, "cwgroup", tmp_path / "work.log", PARENT)
+    # a heartbeat every second brings the cancel request
+    worker = start_work(live, "cwgroup", tmp_path / "work.log", PARENT, lease=3)
     try:
         eventually(lambda: (tmp_path / "child").exists() and (tmp_path / "child").read_text())
         child = int((tmp_path / "child").read_text())
