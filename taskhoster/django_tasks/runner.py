@@ -65,6 +65,8 @@ def run_task(backend: Any, job: Job) -> dict[str, Any]:
     except KeyboardInterrupt:  # the operator ends the worker; the lease brings the task back
         raise
     except BaseException as exc:  # SystemExit too: the function's failure, not the worker's
+        # Logged as the worker loop logs a handler's exception: a Retry it reports is not.
+        log.warning("task %s: %s raised on attempt %s", job.id, path, job.attempt, exc_info=exc)
         # Retried while the task's attempt budget lasts, as any handler's exception is.
         raised = TaskRaisedRetry if job.max_attempts else TaskRaisedFail
         raise _raised(raised, exc, echo, history, f"{type(exc).__name__}: {exc}") from exc

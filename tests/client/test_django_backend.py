@@ -43,10 +43,11 @@ def worker_argv(queue_name: str, name: str, tasks: int) -> list[str]:
             "--worker", name, "--max-tasks", str(tasks)]  # fmt: skip
 
 
-def work(live, queue_name: str, name: str, tasks: int) -> None:
+def work(live, queue_name: str, name: str, tasks: int) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(worker_argv(queue_name, name, tasks), env=env(live), cwd=ROOT,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return done
 
 
 READ = """
@@ -92,11 +93,16 @@ def test_errors_workers_and_times_of_a_task_that_failed_twice_then_succeeded(
 
 def test_a_task_that_calls_sys_exit_fails_with_the_error_of_each_attempt(live, queues):
     id = enqueue(live, "exits.enqueue()")
-    work(live, "cwexit", "exit-worker", 3)  # the queue's budget is 3; the worker outlives them all
+    # the queue's budget is 3; the worker outlives them all
+    done = work(live, "cwexit", "exit-worker", 3)
     failed = read(live, id)
     assert (failed["status"], failed["attempts"]) == ("FAILED", 3)
     assert [e[0] for e in failed["errors"]] == ["builtins.SystemExit"] * 3
     assert "sys.exit(2)" in failed["errors"][-1][1]
+    task_id = id.split(":")[1]
+    for attempt in (1, 2, 3):  # each logged with its traceback
+        assert f"task {task_id}: {PROJECT}.tasks.exits raised on attempt {attempt}" in done.stderr
+    assert done.stderr.count("SystemExit: 2") == 3
 
 
 def test_a_return_value_that_is_not_json_fails_with_an_error_that_says_so(live, queues):
