@@ -9,6 +9,7 @@ is wrong), 4 authentication or permission refused, 5 not found (host, queue or t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import logging
@@ -312,12 +313,15 @@ class CommandRunner:
         self.argv, self.grace = argv, grace
 
     def __call__(self, job: Job) -> Any:
-        # The command is the operator's own argv, run without a shell.
+        # The command is the operator's own argv, run without a shell. In a process group of
+        # its own: a terminal's Ctrl-C goes to the whole foreground group, and the first one
+        # is `work`'s to handle (let the commands finish), not the commands' to die of.
         proc = subprocess.Popen(  # noqa: S603
             self.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            process_group=0,
         )
         outputs: list[tuple[bytes, bytes]] = []
         feed = json.dumps(job.item).encode()
@@ -346,16 +350,16 @@ class CommandRunner:
         return None
 
     def _end(self, proc: subprocess.Popen[bytes]) -> None:
-        proc.terminate()
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(self.grace)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc, signal.SIGKILL)
 
     @staticmethod
     def _failure(job: Job, code: int, err: bytes) -> CommandFailed:
         tail = err.decode(errors="replace")[-STDERR_TAIL_CHARS:]
-        how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
         details = {"exitCode": code, "stderr": tail}
         last = tail.strip().splitlines()[-1] if tail.strip() else ""
         message = f"the command {how}" + (f": {last}" if last else "")
@@ -363,15 +367,31 @@ class CommandRunner:
         return (CommandRetry if job.max_attempts else CommandFail)(message, details)
 
 
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Signal the command's process group: what it started too, which may hold its output
+    open after it exited. The group's id is not handed to another process while any of the
+    group lives, so this reaches no one else."""
+    with contextlib.suppress(ProcessLookupError):  # the whole group ended meanwhile
+        os.killpg(proc.pid, signum)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"signal {number}"
+
+
 def command_result(out: bytes) -> Any:
-    """Standard output as the result: JSON when it parses, else the text as a string."""
-    text = out.decode(errors="replace")
-    if not text.strip():
+    """Standard output as the result: JSON when it parses, else the text without its last
+    newline as a string; no output at all is None (the worker reports `{}`)."""
+    if not out:
         return None
+    text = out.decode(errors="replace")
     try:
         return json.loads(text)
     except ValueError:
-        return text.rstrip("\n")
+        return text.removesuffix("\n")
 
 
 def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:

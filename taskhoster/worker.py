@@ -119,11 +119,12 @@ def run_worker(
     waits for the running handlers to end; once `abandon_event` is set it stops waiting, and
     their outcomes are not reported: their leases run out and the sweep puts them back.
 
-    The handler returns the result (a JSON value) or raises: `Retry` asks for a retry,
-    `Fail` fails the task for good, `Cancelled` (or any exception once a cancel was requested)
-    reports the task cancelled, and any other exception is retried after the queue's backoff
-    while the task's attempt budget lasts, then fails it with the exception's text and the
-    last lines of its traceback. Returns the number of tasks handled (or left running, when
+    The handler returns the result (a JSON value) or raises: `Cancelled` (or anything raised
+    once a cancel was requested, `Retry` included) reports the task cancelled, `Retry` asks for
+    a retry, `Fail` fails the task for good, and any other exception (`SystemExit` too: only
+    `KeyboardInterrupt` passes through) is logged and retried after the queue's backoff while
+    the task's attempt budget lasts, then fails it with the exception's text and the last
+    lines of its traceback. Returns the number of tasks handled (or left running, when
     abandoned).
 
     With `batch` (the default once `concurrency` is above 1), the outcomes of handlers that end
@@ -384,11 +385,17 @@ def _with_retries(report: Callable[[], Any]) -> None:
 def _run(job: Job, handler: Handler) -> tuple[str, Any]:
     try:
         result = handler(job)
-    except Retry as exc:
-        return "retry", _error_body(exc)
-    except Exception as exc:  # any handler failure is the task's failure, not the worker's
+    except KeyboardInterrupt:  # the operator's own interrupt ends the worker, not the task
+        raise
+    # Any other handler failure is the task's, not the worker's: SystemExit too (a handler
+    # that calls sys.exit must not end the pool's thread with nothing reported).
+    except BaseException as exc:
+        # Checked first: once a cancel was asked, whatever the handler raised (a Retry too)
+        # ends the task cancelled, as cancelling it promised.
         if isinstance(exc, Cancelled) or job.cancel_requested.is_set():
             return "cancelled", _error_body(exc)
+        if isinstance(exc, Retry):
+            return "retry", _error_body(exc)
         if isinstance(exc, Fail):
             log.warning("task %s failed for good: %s", job.id, _clip(str(exc), ERROR_CHARS))
             return "failed", _error_body(exc)
@@ -397,7 +404,7 @@ def _run(job: Job, handler: Handler) -> tuple[str, Any]:
     return "result", {} if result is None else result
 
 
-def _handler_error(job: Job, exc: Exception) -> tuple[str, dict[str, str]]:
+def _handler_error(job: Job, exc: BaseException) -> tuple[str, dict[str, str]]:
     """An unexpected exception: retried while the budget lasts (the server counts it), logged
     with its traceback, and its last lines kept in the failure body for whoever reads it."""
     budget, attempt = job.max_attempts, job.attempt

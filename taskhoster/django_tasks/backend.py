@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,9 @@ from .compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
+from .history import UNKNOWN_WORKER, History, of_view
+from .json_values import json_problem
+from .runner import ID_SEPARATOR, result_id_of
 
 # taskhoster's status -> Django's (a cancelled task did not run to its end: FAILED).
 STATUSES = {
@@ -29,9 +31,9 @@ STATUSES = {
     "failed": TaskResultStatus.FAILED,
     "cancelled": TaskResultStatus.FAILED,
 }
-# A result's id is QUEUE:TASK_ID:FUNCTION_PATH: the status view carries neither the queue nor
-# the item, and get_result must know where to look and which function the task runs.
-ID_SEPARATOR = ":"
+# The post's refusals of the task as given (a delay past the queue timeout, an item over the
+# queue's cap or against its schema): Django's InvalidTaskError, not a transport error.
+REFUSED_TASK = (400, 413, 422)
 
 
 class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -58,21 +60,27 @@ class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
+        values = [(f"args[{i}]", v) for i, v in enumerate(args)]
+        values += [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
+        for where, value in values:
+            problem = json_problem(value, where)
+            if problem is not None:
+                raise InvalidTaskError(
+                    f"{task.module_path}: {problem}; arguments must be JSON values (str, int, "
+                    "float, bool, None, lists and dicts with str keys), to travel to the worker"
+                )
         item = {"task": task.module_path, "args": list(args), "kwargs": dict(kwargs)}
-        try:
-            json.dumps(item, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidTaskError(
-                f"{task.module_path}: arguments must be JSON values (str, int, float, bool, "
-                f"None, lists and dicts with str keys), to travel to the worker: {exc}"
-            ) from None
         delay = None
         if task.run_after is not None:
             delay = max(math.ceil((task.run_after - timezone.now()).total_seconds()), 0)
         queue = self.queue_for(task.queue_name)
-        view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority)
-        result_id = ID_SEPARATOR.join((queue, view["id"], task.module_path))
-        return self._result(task, result_id, view, item)
+        try:
+            view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority)
+        except ApiError as exc:
+            if exc.status in REFUSED_TASK:  # the task as given, not the server or the token
+                raise InvalidTaskError(f"{task.module_path}: {exc.detail}") from exc
+            raise
+        return self._result(task, result_id_of(queue, view["id"], task.module_path), view, item)
 
     def get_result(self, result_id: str) -> TaskResult:
         parts = result_id.split(ID_SEPARATOR, 2)
@@ -95,36 +103,38 @@ class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
         return self._result(task, result_id, view, item)
 
     def _result(
-        self, task: Task, result_id: str, view: dict[str, Any], item: dict[str, Any]
+        self,
+        task: Task,
+        result_id: str,
+        view: dict[str, Any],
+        item: dict[str, Any],
+        history: History | None = None,
     ) -> TaskResult:
+        """The TaskResult of a status view (or of the claimed record, inside the task)."""
         status = STATUSES[view["status"]]
-        body = view.get("result") if isinstance(view.get("result"), dict) else {}
-        errors = []
-        for failure in (view.get("lastError"), body if status == TaskResultStatus.FAILED else None):
-            if isinstance(failure, dict) and failure.get("exceptionClassPath"):
-                errors.append(
-                    TaskError(
-                        exception_class_path=failure["exceptionClassPath"],
-                        traceback=str(failure.get("traceback", "")),
-                    )
-                )
-        lease = view.get("lease")
-        worker = lease.get("worker") if isinstance(lease, dict) else None
+        history = history or of_view(view)
+        attempts = int(view.get("attempts") or 0)
+        # one per attempt (TaskResult.attempts counts them), those of lost reports unknown
+        workers = [*history.worker_ids, *[UNKNOWN_WORKER] * attempts][:attempts]
         result = TaskResult(
             task=task,
             id=result_id,
             status=status,
             enqueued_at=_time(view.get("postedAt")),
-            started_at=None,
+            started_at=_time(history.started_at) if attempts else None,
             finished_at=_time(view.get("finishedAt")),
-            last_attempted_at=_time(view.get("updatedAt")) if view.get("attempts") else None,
+            last_attempted_at=_time(history.last_attempted_at) if attempts else None,
             args=item.get("args", []),
             kwargs=item.get("kwargs", {}),
             backend=self.alias,
-            errors=errors,
-            worker_ids=[worker or "taskhoster"] * int(view.get("attempts") or 0),
+            errors=[
+                TaskError(exception_class_path=e["exceptionClassPath"], traceback=e["traceback"])
+                for e in history.errors
+            ],
+            worker_ids=workers,
         )
-        if status == TaskResultStatus.SUCCESSFUL:
+        body = view.get("result")
+        if status == TaskResultStatus.SUCCESSFUL and isinstance(body, dict):
             object.__setattr__(result, "_return_value", body.get("returnValue"))
         return result
 

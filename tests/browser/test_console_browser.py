@@ -70,14 +70,17 @@ def test_admin_creates_a_token_that_is_shown_once(page, live_server):
     page.click(".select2-results__option:has-text('box-1')")
     page.fill("#id_name", "worker box")
     page.click("input[name=_save]")
-    message = page.locator(".messagelist")
-    expect(message).to_contain_text("copy it now")
-    token = message.inner_text().split("The new token is ")[1].split(" ")[0]
+    expect(page.locator("#content-main")).to_contain_text("Copy it now")
+    token = page.locator("#new-token").inner_text().strip()
     from queues.tokens import find_token
 
     assert find_token(token).user.username == "box-1"
-    page.reload()
+    # shown on the page that answered the save, and nowhere after it
+    page.click("text=The token's page")
     assert token not in page.content()
+    page.goto(f"{live_server.url}/admin/queues/apitoken/")
+    assert token not in page.content()
+    assert all(token not in cookie["value"] for cookie in page.context.cookies())
 
 
 def test_operator_follows_a_task_to_its_log_timeline_and_opens_a_payload_in_a_new_tab(
