@@ -473,9 +473,12 @@ def check(run_dir: Path, *, items: Path, logs: Path, db: Path) -> Verdict:
     v = Verdict()
     faults = read_jsonl(run_dir / "faults.jsonl")
     v.figures["faults injected"] = fault_counts(faults)
-    failed_faults = [f"{ln['op']}: {ln['error']}" for ln in faults if "error" in ln]
-    if failed_faults:
-        v.figures["faults the injector could not apply"] = failed_faults[:5]
+    refused = collections.Counter(str(ln["op"]) for ln in faults if "error" in ln)
+    if refused:
+        first = next(ln for ln in faults if "error" in ln)
+        v.figures["faults the injector could not apply"] = (
+            f"{dict(sorted(refused.items()))}, e.g. {first['op']}: {first['error'][:120]}"
+        )
     check_processes(read_jsonl(run_dir / "procs.jsonl"), faults, v)
     check_logs(sorted(run_dir.glob("*.out")) + sorted(run_dir.glob("*.err")), v)
     load = read_load(run_dir / "load")
