@@ -420,7 +420,7 @@ def test_bulk_actions_on_a_queue_never_posted_to(resize, staff):
     page = staff.post(BULK, {"do": "cancel:filter", "status": "pending"}).content.decode()
     assert "Nothing matches now." in page
     answer = staff.post(BULK, {"do": "cancel:filter", "status": "pending", "confirm": "1",
-                               "until": f"{T0}.0123456789abcdef"}, follow=True)  # fmt: skip
+                               "until": f"{T0}.0.0123456789abcdef"}, follow=True)  # fmt: skip
     assert "cancel: 0 done, 0 refused." in answer.content.decode()
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
-from . import batch, copies, paths, posting, rules
+from . import batch, copies, paths, posting, rules, sequence
 from .batch import PostEntry
 from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
 from .eventlog import NO_REASON, Because
 from .inotify import arrivals, watcher
+from .paths import QueueDirs
 from .records import Task
 from .results import PostResult
 from .settings import QueueSettings
@@ -43,11 +45,13 @@ def post(
                      reposted_from=reposted_from)  # fmt: skip
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
+            [task] = _numbered(qd, [task], now)
             prior = core.admit(qd, task, now=now, settings=settings, because=because)
         else:
             with posting.posts_locked(qd):
                 with core.lock:
                     posting.check_room(core.pending_count(qd), settings)
+                [task] = _numbered(qd, [task], now)
                 prior = core.admit(qd, task, now=now, settings=settings, because=because)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
@@ -87,11 +91,13 @@ def post_many(
             raise exc.at(index) from exc
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
+            tasks = _numbered(qd, tasks, now)
             priors = core.admit_many(qd, tasks, now=now, settings=settings)
         else:
             with posting.posts_locked(qd):
                 with core.lock:
                     posting.check_room(core.pending_count(qd), settings, adding=len(tasks))
+                tasks = _numbered(qd, tasks, now)
                 priors = core.admit_many(qd, tasks, now=now, settings=settings)
     return [
         PostResult(task=task, replayed=False)
@@ -99,6 +105,12 @@ def post_many(
         else PostResult(task=prior, replayed=True)
         for task, prior in zip(tasks, priors, strict=True)
     ]
+
+
+def _numbered(qd: QueueDirs, tasks: list[Task], now: int) -> list[Task]:
+    """The tasks with their post sequence numbers, in the order given (sequence.py)."""
+    first = sequence.draw(qd, len(tasks), posted_at=now)
+    return [dataclasses.replace(task, seq=first + n) for n, task in enumerate(tasks)]
 
 
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:

@@ -122,10 +122,14 @@ _EXT = {
     # The operator who asked a running task to stop: the request writes no line (the table's
     # (processing, processing, none)), so the `cancelled` line that ends it names them.
     "cancel_requested_by": "cancelRequestedBy",
+    # The queue's post sequence at the post (sequence.py): the tie-breaker of tasks posted in
+    # one millisecond, so they are claimed and listed in the order they were posted. A record
+    # without it (posted before it was kept) sorts first among its millisecond's, by id.
+    "seq": "seq",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
-_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy"})
+_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy", "seq"})
 _STATUS_VIEW = (
     "id",
     "host",
@@ -170,6 +174,7 @@ class Task:
     ended_by: str | None = None
     reposted_from: str | None = None
     cancel_requested_by: str | None = None
+    seq: int = 0
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -193,6 +198,13 @@ class Task:
             if value is not None and value is not False and value != 0:
                 out[name] = value
         return out
+
+    def full_view(self) -> dict[str, Any]:
+        """The record as a claim answers it: without the post sequence, the store's own order
+        (a PostgreSQL queue keeps it in a column, not in the record)."""
+        record = self.to_record()
+        record.pop("seq", None)
+        return record
 
     def status_view(self) -> dict[str, Any]:
         record = self.to_record()
@@ -271,6 +283,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "ended_by": (str, type(None)),
     "reposted_from": (str, type(None)),
     "cancel_requested_by": (str, type(None)),
+    "seq": (int,),
 }
 
 
