@@ -49,10 +49,17 @@ def post(
             prior = core.admit(qd, task, now=now, settings=settings, because=because)
         else:
             with posting.posts_locked(qd):
-                with core.lock:
-                    posting.check_room(core.pending_count(qd), settings)
-                [task] = _numbered(qd, [task], now)
-                prior = core.admit(qd, task, now=now, settings=settings, because=because)
+                # a replay answers its first task whatever the queue's depth: it adds nothing
+                prior = (
+                    posting.replay_of(qd, task, fsync=core.fsync)
+                    if task.idempotency_key is not None
+                    else None
+                )
+                if prior is None:
+                    with core.lock:
+                        posting.check_room(core.pending_count(qd), settings)
+                    [task] = _numbered(qd, [task], now)
+                    prior = core.admit(qd, task, now=now, settings=settings, because=because)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
@@ -95,8 +102,10 @@ def post_many(
             priors = core.admit_many(qd, tasks, now=now, settings=settings)
         else:
             with posting.posts_locked(qd):
-                with core.lock:
-                    posting.check_room(core.pending_count(qd), settings, adding=len(tasks))
+                adding = len(tasks) - _replays(qd, tasks, fsync=core.fsync)
+                if adding:
+                    with core.lock:
+                        posting.check_room(core.pending_count(qd), settings, adding=adding)
                 tasks = _numbered(qd, tasks, now)
                 priors = core.admit_many(qd, tasks, now=now, settings=settings)
     return [
@@ -105,6 +114,20 @@ def post_many(
         else PostResult(task=prior, replayed=True)
         for task, prior in zip(tasks, priors, strict=True)
     ]
+
+
+def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> int:
+    """How many of a batch's entries replay a key already used (they need no room); a key
+    used with another item refuses the batch, naming the entry."""
+    replays = 0
+    for index, task in enumerate(tasks):
+        if task.idempotency_key is None:
+            continue
+        try:
+            replays += posting.replay_of(qd, task, fsync=fsync) is not None
+        except StoreError as exc:
+            raise exc.at(index) from exc
+    return replays
 
 
 def _numbered(qd: QueueDirs, tasks: list[Task], now: int) -> list[Task]:

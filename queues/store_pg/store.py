@@ -179,14 +179,17 @@ class PostgresStore:
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                     (f"taskhoster/posts/{host}/{queue}",),
                 )
+            # every key looked at before anything is written: a reused one refuses the batch;
+            # and before the room is counted, since a replay adds nothing to the queue
+            priors = self._prior_keys(conn, tasks, batch=batch)
+            adding = len(tasks) - len(priors)
+            if settings.max_pending and adding:
                 pending = conn.execute(
                     "SELECT count(*) FROM th_tasks"
                     " WHERE host = %s AND queue = %s AND status = 'pending'",
                     (host, queue),
                 ).fetchone()
-                posting.check_room(int(pending[0]) if pending else 0, settings, adding=len(tasks))
-            # every key looked at before anything is written: a reused one refuses the batch
-            priors = self._prior_keys(conn, tasks, batch=batch)
+                posting.check_room(int(pending[0]) if pending else 0, settings, adding=adding)
             self._writer.insert(
                 conn,
                 [t for t in tasks if t.idempotency_key is None],
