@@ -398,13 +398,7 @@ class PostgresStore:
                 (host, queue, task_id),
             ).fetchall()
         bodies = {str(name): bytes(body) for name, body in names}
-        edited = [archive.edited_attempt(name) for name in bodies]
-        newest = max((n for n in edited if n is not None), default=None)
-        name = (
-            archive.TASK_FILES["item"]
-            if newest is None
-            else archive.event_file("item", newest, archive.EDITED_ITEM_EVENT)
-        )
+        name = archive.latest_item_name(bodies)
         if name not in bodies:
             raise NotArchived()
         return orjson.loads(bodies[name])
