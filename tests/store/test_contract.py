@@ -569,6 +569,7 @@ def test_archive_payloads(h):
         "item.json": b'{"url":"u"}',
         "progress.jsonl": b'{"p":1}\n',
         "1-result.result.json": b'{"r":2}',
+        "result.json": b'{"r":2}',  # the seed's file: the latest result
     }
     assert [e["archived"] for e in h.events(task.id)] == [["item"], [], ["progress"], ["result"]]
 
