@@ -8,6 +8,7 @@ import orjson
 from django.db import transaction
 
 from queues.store import NotFound
+from queues.store.eventlog import iso_ms
 from queues.store.interface import TaskStore
 
 from .models import Kind, Notification, Webhook
@@ -39,7 +40,7 @@ def notify_pending(store: TaskStore, *, now: dt.datetime) -> int:
                     "queue": queue,
                     "pending": pending,
                     "threshold": hook.pending_threshold,
-                    "at": now_ms,
+                    "at": iso_ms(now_ms),  # as task.failed says it, and the event log
                 }
                 Notification.objects.create(
                     webhook=hook,

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -185,3 +186,19 @@ def test_a_pending_threshold_crossing_notifies_once_per_crossing(hooked_queue, r
         ("queue.pending", 3, 2), ("queue.pending", 3, 2),
     ]  # fmt: skip
     assert all(r.headers["Taskhoster-Event"] == "queue.pending" for r in receiver.requests)
+
+
+def test_both_kinds_of_call_give_at_in_one_format(hooked_queue, receiver):
+    """`at` is ISO 8601 in UTC with milliseconds (as the event log's `at`) in every body."""
+    Webhook.objects.update(pending_threshold=1)
+    failed_task(hooked_queue)
+    store, settings = get_store(), hooked_queue.to_settings()
+    for _ in range(2):
+        store.post(hooked_queue.host.name, hooked_queue.name, {"n": 1}, settings=settings,
+                   posted_by="alice")  # fmt: skip
+    now = dt.datetime(2026, 3, 4, 5, 6, 7, 890_000, tzinfo=dt.UTC)
+    notify(store, now=now)
+    bodies = {b["event"]: b for b in (json.loads(r.body) for r in receiver.requests)}
+    assert set(bodies) == {"task.failed", "queue.pending"}
+    assert bodies["queue.pending"]["at"] == "2026-03-04T05:06:07.890Z"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", bodies["task.failed"]["at"])
