@@ -21,6 +21,10 @@ def notify_pending(store: TaskStore, *, now: dt.datetime) -> int:
     now_ms = int(now.timestamp() * 1000)
     for hook in Webhook.objects.filter(pending_threshold__gt=0).select_related("queue__host"):
         host, queue = hook.queue.host.name, hook.queue.name
+        if not store.holds_queue(host, queue):
+            # a file queue served by another server, whose sweep judges it: read here it would
+            # look empty, re-arm the alert and let the other server fire it again on every pass
+            continue
         try:
             pending = store.stats(host, queue, now=now_ms).pending
         except NotFound:  # never posted to

@@ -82,6 +82,10 @@ class PostgresStore:
             found = conn.execute("SELECT host, queue FROM th_queues ORDER BY host, queue")
             return [(str(host), str(queue)) for host, queue in found.fetchall()]
 
+    def holds_queue(self, host: str, queue: str) -> bool:
+        """Always: the database holds every PostgreSQL queue for every server."""
+        return True
+
     def _make_queue(self, conn: Conn, host: str, queue: str) -> None:
         key = (paths.validate_host(host), paths.validate_queue(queue))
         if key in self._known_queues:
