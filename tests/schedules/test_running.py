@@ -117,6 +117,20 @@ def test_an_item_edited_after_a_lost_bookkeeping_is_not_posted_again(make_schedu
     assert Schedule.objects.get().last_run_at == at(10, 0, 0)
 
 
+def test_a_run_posted_again_into_a_full_queue_is_its_replay_not_a_refusal(make_queue,
+                                                                       make_schedule):  # fmt: skip
+    """The queue's one place is the run's own task: posting the run again (its bookkeeping was
+    lost) answers that task, not queue_full."""
+    schedule = make_schedule(make_queue(max_pending=1))
+    assert post_due_schedules(get_store(), now=at(10, 0)).posted == 1
+    Schedule.objects.filter(pk=schedule.pk).update(last_run_at=None, last_task_id="")
+    report = post_due_schedules(get_store(), now=at(10, 1))
+    assert (report.posted, report.failed) == (1, 0)
+    schedule.refresh_from_db()
+    assert schedule.last_error == ""
+    assert [t.id for t in tasks_of(schedule.queue)] == [schedule.last_task_id]
+
+
 def test_a_schedule_saved_with_a_bad_expression_is_reported_not_fatal(make_schedule):
     bad = make_schedule(name="bad")
     good = make_schedule(bad.queue, name="good")
