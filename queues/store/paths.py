@@ -28,7 +28,6 @@ KEYS_DIR = "keys"  # idempotency keys: a sibling of the state directories, never
 QUARANTINE_DIR = "quarantine"
 QUEUE_DIRS = (*STATE_DIRS, KEYS_DIR, QUARANTINE_DIR)
 SWEEP_LOCK = ".sweep.lock"
-QUEUE_SELF = "."  # QueueDirs.fd(QUEUE_SELF): the queue's own directory (its post sequence)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -93,8 +92,8 @@ class QueueDirs:
         try:
             host_fd = open_dir(root_fd, host, create=create, fsync=fsync)
             opened.append(host_fd)
-            self.fds[QUEUE_SELF] = queue_fd = open_dir(host_fd, queue, create=create,
-                                                       fsync=fsync)  # fmt: skip
+            queue_fd = open_dir(host_fd, queue, create=create, fsync=fsync)
+            opened.append(queue_fd)
             for name in QUEUE_DIRS:
                 self.fds[name] = open_dir(queue_fd, name, create=True, fsync=fsync)
         except FileNotFoundError as exc:

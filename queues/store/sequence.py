@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import os
 
-from . import paths
 from .errors import StorageUnavailable
 from .paths import QueueDirs
 
@@ -30,7 +29,9 @@ _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 def draw(qd: QueueDirs, count: int, *, posted_at: int) -> int:
     """The first of `count` consecutive numbers above every one drawn before in this queue."""
     try:
-        fd = os.open(SEQ_FILE, _FLAGS, 0o644, dir_fd=qd.fd(paths.QUEUE_SELF))
+        # the queue's directory, as the parent of its pending/ (which was opened without
+        # following a symlink): no descriptor more is kept open per queue for it
+        fd = os.open(f"../{SEQ_FILE}", _FLAGS, 0o644, dir_fd=qd.fd("pending"))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             last = _parse(os.pread(fd, _WIDTH + 1, 0))
