@@ -123,6 +123,9 @@ class StoreRouter:
     def create_queue(self, host: str, queue: str) -> None:
         self._store(host, queue).create_queue(host, queue)
 
+    def holds_queue(self, host: str, queue: str) -> bool:
+        return self._store(host, queue).holds_queue(host, queue)
+
     def queues(self) -> list[tuple[str, str]]:
         """Every queue either store holds tasks of (a queue that changed store may be in both)."""
         both = set(self.files.queues())
