@@ -31,6 +31,7 @@ from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.services import get_store
 from queues.store import paths
+from queues.store.errors import StorageUnavailable
 from queues.store.inotify import APPENDS, watcher
 
 # A stream the process has no thread for: EventSource reconnects after `retry` (and resumes
@@ -179,7 +180,11 @@ class EventStreamView(APIView):
         self, request: Request, subscription: Subscription, position: Position | None
     ) -> StreamingHttpResponse:
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
-        tasks_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            tasks_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # a full, read-only or broken logs directory: the documented 503, not a bug's 500
+            raise StorageUnavailable(f"the event log cannot be followed: {exc.strerror}") from exc
         # On the process's shared watcher: this channel wakes on day-file appends, which
         # waiting claims (on pending/ only) never see.
         channel = watcher().channel([str(tasks_dir)], APPENDS)
