@@ -1,0 +1,59 @@
+"""One queue whose sweep fails in a way the store did not foresee: the pass logs it with its
+traceback, names the queue among the pass's errors, and sweeps every other queue all the same.
+
+The failure is real: a directory named like a stale temp file in the queue's pending/, which
+the store's temp cleanup tries to unlink (EISDIR, an OSError the store does not turn into one
+of its own errors)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+
+import pytest
+from django.core.management import call_command
+
+from queues.services import get_store
+from queues.store import files
+
+pytestmark = pytest.mark.django_db
+
+LONG_AGO_MS = int(time.time() * 1000) - 120_000  # two minutes: a 10 s lease has lapsed
+
+
+def break_sweep_of(queue_dir) -> None:
+    stale = queue_dir / "pending" / f"{files.TEMP_PREFIX}left-by-hand"
+    stale.mkdir()
+    os.utime(stale, (0, 0))  # older than any temp file's writer could still be alive
+
+
+def lapsed_lease(store, queue) -> str:
+    settings = queue.to_settings()
+    task = store.post(queue.host.name, queue.name, {"n": 1}, settings=settings,
+                      posted_by="alice").task  # fmt: skip
+    store.claim(queue.host.name, queue.name, settings=settings, worker="w", now=LONG_AGO_MS)
+    return task.id
+
+
+def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_dirs, caplog):
+    store = get_store()
+    # "a-broken" sorts first: the queues after it in the pass are the ones at stake
+    broken = make_queue("task.example.com", "a-broken", lease_seconds=10)
+    healthy = [make_queue("task.example.com", name, lease_seconds=10) for name in ("b", "c")]
+    lapsed = {queue.name: lapsed_lease(store, queue) for queue in (broken, *healthy)}
+    break_sweep_of(store_dirs["items"] / "task.example.com" / "a-broken")
+
+    out, err = io.StringIO(), io.StringIO()
+    with caplog.at_level(logging.ERROR):
+        call_command("sweep", stdout=out, stderr=err)
+
+    for queue in healthy:
+        assert store.read(queue.host.name, queue.name, lapsed[queue.name]).status == "pending"
+    assert "requeue=2" in out.getvalue()
+    assert "task.example.com/a-broken" in err.getvalue()
+    [logged] = [r for r in caplog.records if "task.example.com/a-broken" in r.getMessage()]
+    assert logged.exc_info is not None and logged.exc_info[0] is IsADirectoryError
+    # nothing of the broken queue was lost: its task is still there, waiting for a sweep
+    assert store.read(broken.host.name, broken.name, lapsed["a-broken"]).status == "processing"
