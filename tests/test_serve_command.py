@@ -1,12 +1,15 @@
 """`manage.py serve` (what `make run` runs): everything starts together, a part that dies is
-started again while the others run on, and Ctrl-C or SIGTERM stops every process it started."""
+started again while the others run on, and Ctrl-C or SIGTERM stops every process it started,
+with an event stream open, within gunicorn's graceful_timeout."""
 
+import http.client
 import os
 import runpy
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -208,3 +211,63 @@ def test_the_web_server_killed_comes_back_and_serves_again(served):
         time.sleep(0.2)
     assert not any(alive(worker) for worker in workers)  # the old workers did not linger
     assert "serve: RESTART web: it was killed by SIGKILL" in served.stderr()
+
+
+def open_event_stream(env: dict[str, str], port: int) -> http.client.HTTPResponse:
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "createqueue", "task.example.com", "resize"], cwd=ROOT, env=env,
+                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run([*manage, "grant", "ops", "task.example.com/resize", "operator"], cwd=ROOT,
+                   env=env, check=True, capture_output=True)  # fmt: skip
+    token = subprocess.run([*manage, "createtoken", "ops"], cwd=ROOT, env=env, check=True,
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/api/v1/queues/task.example.com/resize/events",
+                 headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.readline().startswith(b"retry:")  # subscribed: the stream holds a thread
+    return response
+
+
+def read_to_end(stream: http.client.HTTPResponse, seconds: float) -> bytes:
+    """The rest of the stream; IncompleteRead if it was cut off (its worker killed), a failure
+    if it is still open after `seconds` (its keep-alives would keep a plain read going)."""
+    outcome: dict[str, object] = {}
+
+    def read() -> None:
+        try:
+            outcome["body"] = stream.read()
+        except Exception as exc:  # re-raised below, in the test's thread
+            outcome["error"] = exc
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    assert not reader.is_alive(), f"the event stream was still open {seconds} s after the stop"
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["body"]  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_with_a_stream_open_ends_every_process_and_frees_the_port(served, site_env,
+                                                                         signum):  # fmt: skip
+    served.wait_answering()
+    stream = open_event_stream(site_env, served.port)
+    everything = descendants(served.process.pid)
+    assert len(everything) >= 5  # gunicorn, its 2 workers, the sweep, the ingester
+    os.killpg(served.process.pid, signum)  # as Ctrl-C reaches the terminal's process group
+    # The stream is closed by the server, as a finished response, not cut off with its worker.
+    rest = read_to_end(stream, GRACEFUL_TIMEOUT + STOP_MARGIN)
+    assert all(line.startswith(b":") for line in rest.splitlines() if line)  # comments only
+    assert served.process.wait(timeout=GRACEFUL_TIMEOUT + STOP_MARGIN) == 0
+    deadline = time.monotonic() + STOP_MARGIN
+    while left := [pid for pid in everything if alive(pid)]:
+        assert time.monotonic() < deadline, f"still running after serve: {left}"
+        time.sleep(0.1)
+    with socket.socket() as probe:  # the next serve can listen there: nobody holds the port
+        # as gunicorn does: the stream's closed connection may linger in TIME_WAIT
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", served.port))
+        probe.listen()
