@@ -10,15 +10,19 @@ from __future__ import annotations
 import io
 import logging
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from queues.services import get_store
-from queues.store import files
+from queues.store import QueueSettings, QueueStore, StoreConfig, files
 
-pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parent.parent
+
 
 LONG_AGO_MS = int(time.time() * 1000) - 120_000  # two minutes: a 10 s lease has lapsed
 
@@ -37,6 +41,7 @@ def lapsed_lease(store, queue) -> str:
     return task.id
 
 
+@pytest.mark.django_db
 def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_dirs, caplog):
     store = get_store()
     # "a-broken" sorts first: the queues after it in the pass are the ones at stake
@@ -57,3 +62,36 @@ def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_d
     assert logged.exc_info is not None and logged.exc_info[0] is IsADirectoryError
     # nothing of the broken queue was lost: its task is still there, waiting for a sweep
     assert store.read(broken.host.name, broken.name, lapsed["a-broken"]).status == "processing"
+
+
+@pytest.mark.slow
+def test_the_chaos_run_finds_the_error_in_the_sweep_loop_log(tmp_path):
+    """The loop goes on after such an error, so the chaos run fails on its line instead."""
+    from chaos.run import unforeseen_sweep_errors
+
+    env = {
+        "PATH": os.environ["PATH"], "DEBUG": "1", "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "TASKHOSTER_ITEMS_DIR": str(tmp_path / "items"),
+        "TASKHOSTER_LOGS_DIR": str(tmp_path / "logs"),
+        "TASKHOSTER_FSYNC": "0", "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+    }  # fmt: skip
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    for name in ("a-broken", "b"):
+        subprocess.run([*manage, "createqueue", "task.example.com", name], cwd=ROOT, env=env,
+                       check=True, capture_output=True)  # fmt: skip
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=tmp_path / "logs",
+                                   fsync=False))  # fmt: skip
+    for name in ("a-broken", "b"):
+        store.post("task.example.com", name, {"n": 1}, settings=QueueSettings(), posted_by="a")
+    store.close()
+    log = tmp_path / "sweeper.log"
+    log.write_text("2026-12-01T00:00:00Z 1 queue swept: requeue=1\n")
+    assert unforeseen_sweep_errors(log) == []
+    break_sweep_of(tmp_path / "items" / "task.example.com" / "a-broken")
+    with open(log, "wb") as out:
+        subprocess.run([*manage, "sweep"], cwd=ROOT, env=env, stdout=out,
+                       stderr=subprocess.STDOUT, check=True)  # fmt: skip
+    [line] = unforeseen_sweep_errors(log)
+    assert line.startswith("task.example.com/a-broken: the sweep failed (IsADirectoryError")

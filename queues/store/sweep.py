@@ -31,6 +31,8 @@ from .settings import QueueSettings
 
 logger = logging.getLogger("taskhoster.sweep")
 
+# How a pass names a queue's unforeseen failure among its errors (the chaos run looks for it).
+UNFORESEEN = "the sweep failed"
 STALE_TEMP_MS = 60_000  # a temp file (or a key without its task) this old: its writer died
 
 
@@ -288,7 +290,7 @@ def unexpected(host: str, queue: str, exc: Exception) -> str:
     """Log a queue's unforeseen failure with its traceback and say it in one line: one odd
     file in one queue must not stop the timeouts and lease lapses of every other queue."""
     logger.exception("sweep: %s/%s failed; the other queues are swept all the same", host, queue)
-    return f"{host}/{queue}: the sweep failed ({type(exc).__name__}: {exc}); see the log"
+    return f"{host}/{queue}: {UNFORESEEN} ({type(exc).__name__}: {exc}); see the log"
 
 
 def sweep_all(
