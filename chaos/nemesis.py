@@ -89,7 +89,10 @@ class Fleet:
 
     def holding(self, slot: Slot) -> str:
         """The id of the task the worker holds ("" when none); exact while it is stopped."""
-        data = (self.dir / slot.flag).read_bytes()
+        try:
+            data = (self.dir / slot.flag).read_bytes()
+        except FileNotFoundError:
+            return ""  # a worker slow to start (a loaded machine) has not written it yet
         return data[1:17].decode().strip() if data[:1] == b"1" else ""
 
     def stop_all(self, grace: float = 5.0) -> None:

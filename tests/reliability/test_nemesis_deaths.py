@@ -106,3 +106,11 @@ def test_a_worker_and_a_web_worker_that_died_by_themselves_are_recorded(nemesis)
     tend_until(nemesis, lambda: len(nemesis.deaths) == 2)
     assert sorted(nemesis.deaths) == [f"web worker pid {web_pid}",
                                       f"worker {name} (killed by SIGTERM)"]  # fmt: skip
+
+
+def test_a_pause_skips_workers_that_have_not_written_their_flag_yet(nemesis):
+    """On a loaded machine a worker can take over a second to start: it holds nothing yet."""
+    time.sleep(RECENT_START_SECONDS + 0.1)
+    assert not any((nemesis.fleet.dir / slot.flag).exists() for slot in nemesis.fleet.slots)
+    assert nemesis.pause() is False
+    assert all(slot.paused_until is None for slot in nemesis.fleet.slots)
