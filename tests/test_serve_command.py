@@ -271,3 +271,11 @@ def test_a_stop_with_a_stream_open_ends_every_process_and_frees_the_port(served,
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("127.0.0.1", served.port))
         probe.listen()
+
+
+@pytest.mark.django_db
+def test_a_negative_start_window_is_refused():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="--start-seconds must be a number of seconds"):
+        call_command("serve", "--start-seconds", "-1")
