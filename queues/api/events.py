@@ -25,6 +25,7 @@ from queues.api import held_threads
 from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
+from queues.api.worker_stop import until_stopping
 from queues.models import Role
 from queues.monitor.pg_tail import PgTail, RowPosition, RowsChannel
 from queues.monitor.stream import Subscription, event_stream
@@ -191,7 +192,7 @@ class EventStreamView(APIView):
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
-                              client_alive=socket_alive(request.META))  # fmt: skip
+                              client_alive=until_stopping(socket_alive(request.META)))  # fmt: skip
         return sse_response(HeldStream(stream))
 
     def _rows_stream(
@@ -209,5 +210,5 @@ class EventStreamView(APIView):
         release_database()  # the rows come over the store's own connections
         stream = event_stream(PgTail(follower), RowsChannel(follower), subscription,
                               keepalive=keepalive_seconds(),
-                              client_alive=socket_alive(request.META))  # fmt: skip
+                              client_alive=until_stopping(socket_alive(request.META)))  # fmt: skip
         return sse_response(HeldStream(stream))
