@@ -37,5 +37,15 @@ threads = int(os.environ.get("TASKHOSTER_WEB_THREADS", "64"))
 # A waiting claim lasts at most 60 s; a stream sends a keep-alive every 15 s. Under gthread
 # the timeout watches the worker's main loop, not one request, so a stream is not killed.
 timeout = 90
+# On SIGTERM a worker finishes its requests within this, then the master kills it; event
+# streams end at once (queues/api/worker_stop.py). `manage.py serve` and the systemd unit wait
+# longer than this before their own SIGKILL.
 graceful_timeout = 20
 accesslog = "-"
+
+
+def post_worker_init(worker: object) -> None:
+    """Let event streams see this worker told to stop (its `alive`), and end."""
+    from queues.api import worker_stop
+
+    worker_stop.watch(worker)

@@ -89,7 +89,10 @@ class Fleet:
 
     def holding(self, slot: Slot) -> str:
         """The id of the task the worker holds ("" when none); exact while it is stopped."""
-        data = (self.dir / slot.flag).read_bytes()
+        try:
+            data = (self.dir / slot.flag).read_bytes()
+        except FileNotFoundError:
+            return ""  # a worker slow to start (a loaded machine) has not written it yet
         return data[1:17].decode().strip() if data[:1] == b"1" else ""
 
     def stop_all(self, grace: float = 5.0) -> None:
@@ -108,6 +111,15 @@ class Fleet:
     def kill_all(self) -> None:
         for slot in self.slots:
             kill_group(slot.proc)
+
+
+def ended(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
 
 
 class Nemesis:
@@ -146,14 +158,25 @@ class Nemesis:
         if pg is not None:
             self.done["pg"] = 0
         self.missed: dict[str, int] = {"pause": 0, "web": 0}
+        # Processes that died without the nemesis killing them: each fails the run, since a
+        # restart that hid it (a sweep loop that crashed under load) would hide a real bug.
+        self.deaths: list[str] = []
+        self._web_seen: set[int] = set()
+        self._web_killed: set[int] = set()
 
     def note(self, **line: Any) -> None:
         self.log.write(json.dumps({"t": time.time(), **line}) + "\n")
 
+    def _died_by_itself(self, what: str, returncode: int | None = None) -> None:
+        how = "" if returncode is None else f" ({ended(returncode)})"
+        self.deaths.append(what + how)
+        self.note(op="unexplained_death", what=what, rc=returncode)
+
     # -- the housekeeping every loop turn does ----------------------------------------------
 
     def tend(self) -> None:
-        """Resume pauses that are due, replace dead workers, restart a dead sweep loop."""
+        """Resume pauses that are due; replace a worker and restart a sweep loop that died by
+        themselves, each recorded in `deaths`, as is a web worker gone that it did not kill."""
         now = time.monotonic()
         for slot in self.fleet.slots:
             if slot.paused_until is not None and now >= slot.paused_until:
@@ -173,15 +196,24 @@ class Nemesis:
                 )
                 slot.paused_until, slot.started = None, now
             elif slot.proc is not None and slot.proc.poll() is not None:
-                self.note(op="died", worker=slot.name, rc=slot.proc.returncode)
+                # the nemesis replaces a worker it kills at once: this one died by itself
+                self._died_by_itself(f"worker {slot.name}", slot.proc.returncode)
                 self.fleet.start(slot)
         sweeper = self.server.sweeper
         if sweeper is not None and sweeper.poll() is not None:
-            self.note(op="sweep_restart", rc=sweeper.returncode)
-            self.server.start_sweeper(self.sweep_interval)
+            self._died_by_itself("sweep loop", sweeper.returncode)
+            self.server.start_sweeper(self.sweep_interval)  # the run goes on, to find the rest
         gunicorn = self.server.gunicorn
         if gunicorn is not None and gunicorn.poll() is not None:
-            raise RuntimeError("the gunicorn master died: the nemesis never kills it")
+            self._died_by_itself("gunicorn master", gunicorn.returncode)
+            raise RuntimeError(
+                f"the gunicorn master died ({ended(gunicorn.returncode)}): the nemesis never "
+                "kills it"
+            )
+        web = set(self.server.web_pids())
+        for pid in sorted(self._web_seen - web - self._web_killed):
+            self._died_by_itself(f"web worker pid {pid}")  # its master reaped it: no status
+        self._web_seen = web
 
     # -- the operations -----------------------------------------------------------------------
 
@@ -267,6 +299,7 @@ class Nemesis:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             return False
+        self._web_killed.add(pid)
         self.note(op="web_kill", pid=pid)
         return True
 

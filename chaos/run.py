@@ -10,7 +10,9 @@
    and with PostgreSQL crashes (or stops fast) the database and starts it again.
 3. The nemesis stops; the workers drain the queue; the workers and the sweep loop stop; sweeps
    run until two in a row change nothing.
-4. The checker reads A, F and E (chaos/checker.py) and the run exits 1 on any failure.
+4. The checker reads A, F and E (chaos/checker.py) and the run exits 1 on any failure, and on
+   any death the nemesis did not cause (a worker, the sweep loop, a web worker or its master),
+   each named on a line of its own.
 
 Every child leads its own session and is killed by process group in a `finally`, and every
 phase has a deadline, so the run ends by itself whatever happens.
@@ -28,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from queues.store.sweep import UNFORESEEN
 
 from . import checker, pgcluster
 from .nemesis import Fleet, Nemesis
@@ -247,6 +251,16 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
             )
         if len(sweeps) >= 30:
             failures.append("no fixpoint in 30 sweeps")
+        unforeseen = unforeseen_sweep_errors(run_dir / "sweeper.log")
+        if unforeseen:
+            failures.append(f"{len(unforeseen)} unforeseen sweep error(s): {unforeseen[0]}")
+        for death in nemesis.deaths:
+            print(f"DIED, not killed by the nemesis: {death}")
+        if nemesis.deaths:
+            failures.append(
+                f"{len(nemesis.deaths)} process death(s) the nemesis did not cause: "
+                + "; ".join(nemesis.deaths)
+            )
         replay = " ".join(sys.argv[1:])
         if "--seed" not in sys.argv[1:]:
             replay += f" --seed {args.seed}"
@@ -264,6 +278,14 @@ def run(args: argparse.Namespace, run_dir: Path) -> int:
             pg.destroy(keep=code != 0)
             if code != 0:
                 print(f"PostgreSQL data kept: {pg.data} (port {pg.port}; postgres -D to look)")
+
+
+def unforeseen_sweep_errors(log: Path) -> list[str]:
+    """The sweep loop survives a queue's unforeseen error (it logs it and goes on), so the run
+    looks for them in its log: each is a bug the nemesis brought out."""
+    return [
+        line for line in log.read_text(errors="replace").splitlines() if f": {UNFORESEEN} (" in line
+    ]
 
 
 def _pg_restarts(run_dir: Path) -> str:

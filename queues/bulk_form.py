@@ -1,6 +1,8 @@
 """The bulk actions' form fields, read and written: what the queue page, the confirmation step
 and each chunk's continuation post. Anything malformed is refused with a message for the page;
-the numbers carried between chunks only feed the report, never a decision."""
+the numbers carried between chunks feed the report, and the bound and moment of the count keep
+the walk to what was counted (an operator who forged them could only act on tasks they may
+act on anyway)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class BulkRequest:
     confirmed: bool
     after: OrderKey | None  # the next chunk starts past this task
     until: OrderKey | None  # the newest task counted when the operator confirmed
+    cutoff: int | None  # the moment of that count (ms)
     tally: Tally
 
     @classmethod
@@ -48,15 +51,15 @@ class BulkRequest:
         if len(ids) > MAX_SELECTED:
             raise BulkFormError(f"At most {MAX_SELECTED} ticked tasks at once.")
         confirmed = post.get("confirm") == "1"
-        until = parse_cursor(post.get("until"))
-        if confirmed and scope == "filter" and until is None:
+        until, cutoff = parse_cursor(post.get("until")), _number(post.get("cutoff"))
+        if confirmed and scope == "filter" and (until is None or cutoff is None):
             raise BulkFormError("Nothing was counted to act on; start again from the queue page.")
         found, error = Filter.from_query(post)
         if error:
             raise BulkFormError(error)
         return cls(action=action, scope=scope, filter=found, ids=ids, confirmed=confirmed,
                    after=parse_cursor(post.get("after")), until=until,
-                   tally=_tally(post))  # fmt: skip
+                   cutoff=cutoff, tally=_tally(post))  # fmt: skip
 
     def fields(self, *, after: OrderKey | None = None) -> list[tuple[str, str]]:
         """The hidden fields that carry this request to its next step (name, value)."""
@@ -64,7 +67,11 @@ class BulkRequest:
         out += [(name, value) for name, value in _filter_fields(self.filter) if value]
         out += [("ids", i) for i in self.ids]
         out += [("until", cursor_text(self.until)), ("after", cursor_text(after))]
-        out += [("done", str(self.tally.done))]
+        if self.cutoff is not None:
+            out += [("cutoff", str(self.cutoff))]
+        if self.tally.counted is not None:
+            out += [("counted", str(self.tally.counted))]
+        out += [("done", str(self.tally.done)), ("requested", str(self.tally.requested))]
         out += [("refused", f"{code}:{n}") for code, n in sorted(self.tally.refused.items())]
         return [(name, value) for name, value in out if value]
 
@@ -75,16 +82,18 @@ def _filter_fields(found: Filter) -> list[tuple[str, str]]:
 
 
 def _tally(post: QueryDict) -> Tally:
-    done = post.get("done", "0")
     refused: Counter[str] = Counter()
     for entry in post.getlist("refused"):
         code, _, n = entry.partition(":")
-        if _CODE.fullmatch(code) and _count(n):
-            refused[code] += int(n)
-    return Tally(done=int(done) if _count(done) else 0, refused=refused)
+        if _CODE.fullmatch(code) and (count := _number(n)) is not None:
+            refused[code] += count
+    return Tally(done=_number(post.get("done")) or 0, refused=refused,
+                 requested=_number(post.get("requested")) or 0,
+                 counted=_number(post.get("counted")))  # fmt: skip
 
 
-def _count(text: str) -> bool:
-    """Whether `text` is a tally count: ASCII digits only (isdigit() alone takes "²", which
-    int() refuses), short enough to be one."""
-    return text.isascii() and text.isdigit() and len(text) < 10
+def _number(text: str | None) -> int | None:
+    """A count or a moment carried by the form; None for anything else."""
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 15:
+        return None
+    return int(text)

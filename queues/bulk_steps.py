@@ -20,16 +20,19 @@ class Step:
 def next_step(queue: Queue, asked: BulkRequest, *, by: str) -> Step:
     if not asked.confirmed:
         if asked.scope == "selected":
+            asked.tally.counted = len(asked.ids)
             return Step(kind="confirm", count=len(asked.ids), fields=asked.fields())
         plan = bulk.plan(queue, asked.filter)
-        return Step(kind="confirm", count=plan.count,
-                    fields=replace(asked, until=plan.until).fields())  # fmt: skip
+        asked.tally.counted = plan.count
+        counted = replace(asked, until=plan.until, cutoff=plan.cutoff)
+        return Step(kind="confirm", count=plan.count, fields=counted.fields())
     if asked.scope == "selected":
         bulk.apply_to_ids(queue, asked.ids, asked.action, by=by, tally=asked.tally)
         return Step(kind="done", fields=[])
-    assert asked.until is not None  # BulkRequest refuses a confirmed filter without one
+    # BulkRequest refuses a confirmed filter without them
+    assert asked.until is not None and asked.cutoff is not None
     after = bulk.apply_chunk(queue, asked.filter, asked.action, by=by, after=asked.after,
-                             until=asked.until, tally=asked.tally)  # fmt: skip
+                             until=asked.until, cutoff=asked.cutoff, tally=asked.tally)  # fmt: skip
     if after is None:
         return Step(kind="done", fields=[])
     return Step(kind="continue", fields=asked.fields(after=after))

@@ -207,18 +207,21 @@ def _text(value: Any) -> str:
 
 
 def cursor_text(key: OrderKey | None) -> str:
-    return f"{key[0]}.{key[1]}" if key else ""
+    return f"{key[0]}.{key[1]}.{key[2]}" if key else ""
 
 
 def parse_cursor(text: str | None) -> OrderKey | None:
-    """'postedAt.id' as the store's order key; None for anything else (the first page)."""
-    posted, _, task_id = (text or "").partition(".")
-    # isascii() too: isdigit() takes "²", which int() refuses.
-    if not (posted.isascii() and posted.isdigit()) or len(posted) > 16 or len(task_id) != 16:
+    """'postedAt.seq.id' as the store's order key; None for anything else (the first page)."""
+    parts = (text or "").split(".")
+    if len(parts) != 3:
         return None
-    if any(c not in "0123456789abcdef" for c in task_id):
+    posted, seq, task_id = parts
+    digits = (posted + seq).isascii() and posted.isdigit() and seq.isdigit()
+    if not (digits and len(posted) <= 16 and len(seq) <= 20):
         return None
-    return (int(posted), task_id)
+    if len(task_id) != 16 or any(c not in "0123456789abcdef" for c in task_id):
+        return None
+    return (int(posted), int(seq), task_id)
 
 
 def settings_glance(queue: Queue) -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from .store import (
 )
 from .store.interface import TaskStore
 from .store.results import _Any
+from .store.sweep import unexpected
 from .store_pg import PostgresStore
 from .store_pg.following import EventFollower
 
@@ -123,6 +124,9 @@ class StoreRouter:
     def create_queue(self, host: str, queue: str) -> None:
         self._store(host, queue).create_queue(host, queue)
 
+    def holds_queue(self, host: str, queue: str) -> bool:
+        return self._store(host, queue).holds_queue(host, queue)
+
     def queues(self) -> list[tuple[str, str]]:
         """Every queue either store holds tasks of (a queue that changed store may be in both)."""
         both = set(self.files.queues())
@@ -151,13 +155,15 @@ class StoreRouter:
         if not self._postgres_queues() and self._postgres is None:
             return report
         for host, queue in self.postgres.queues():
-            settings = settings_for(host, queue)
+            settings = settings_for(host, queue)  # a database gone ends the pass: the loop says so
             if settings is None:
                 continue  # not a configured queue: leave its tasks alone, as the file sweep
             try:
                 report.add(self.postgres.sweep_queue(host, queue, settings, now=now))
             except StoreError as exc:
                 report.errors.append(f"{host}/{queue}: {exc.detail}")
+            except Exception as exc:
+                report.errors.append(unexpected(host, queue, exc))
         return report
 
     def preview_sweep(

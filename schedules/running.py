@@ -53,12 +53,19 @@ def post_if_due(store: TaskStore, schedule: Schedule, *, now: dt.datetime) -> Ta
     """Post the schedule's latest due run if it has not run yet; None when nothing is due.
 
     A refusal (the queue is full, the item no longer fits its schema) raises the store's error
-    and leaves the run due: the next pass tries again until a later due time replaces it."""
+    and leaves the run due: the next pass tries again until a later due time replaces it. A file
+    queue's run is posted only by the server that holds its directories (store.holds_queue):
+    until a first post or claim makes them, its runs wait."""
     zone = cron.zone(schedule.timezone)
     due = cron.latest_due(schedule.cron, zone, since=schedule.runs_counted_from, now=now)
     if due is None:
         return None
     queue = schedule.queue
+    if not store.holds_queue(queue.host.name, queue.name):
+        # A file queue this server has no directories of is served by another (README,
+        # several web servers): its sweep posts the run; one posted here would make the
+        # queue's directories on a disk no worker of it looks at.
+        return None
     try:
         posted = store.post(
             queue.host.name,

@@ -1,7 +1,8 @@
 """Opening an archived payload: `<logs>/tasks-payloads/<host>/<queue>/<id>/<file>`, or for a
 PostgreSQL queue its store's archive in the database, under the same file names.
 
-The file is the task's item.json or progress.jsonl, or the result or error body of one event,
+The file is the task's posted item (0-posted.item.json once an operator edited it, item.json
+before), its progress.jsonl, or the result or error body of one event,
 `<attempt>-<event>.<kind>.json` (queues.store.archive). Archives written before each attempt had
 its own file hold one result.json and one error.json instead: an event's link falls back to
 those when its own file is absent, so the links of old events still open what there is.
@@ -22,7 +23,13 @@ from typing import BinaryIO
 
 from queues.access import User
 from queues.services import get_store
-from queues.store.archive import EDITED_ITEM_EVENT, PER_EVENT_KINDS, TASK_FILES, event_file
+from queues.store.archive import (
+    EDITED_ITEM_EVENT,
+    PER_EVENT_KINDS,
+    POSTED_ITEM,
+    TASK_FILES,
+    event_file,
+)
 from queues.store.eventlog import EVENTS
 from queues.store.paths import archive_root
 
@@ -40,6 +47,8 @@ def file_names(kind: str, attempt: int | None = None, event: str | None = None) 
     if kind == "item" and event == EDITED_ITEM_EVENT and attempt is not None:
         # an item edited before a retry: its own file only (the posted item is another payload)
         return [event_file(kind, attempt, event)] if 0 <= attempt <= MAX_ATTEMPT else []
+    if kind == "item":  # the posted item: kept apart from its first edit on, item.json before
+        return [POSTED_ITEM, TASK_FILES[kind]] if attempt is None and event is None else []
     if kind in TASK_FILES:
         return [TASK_FILES[kind]] if attempt is None and event is None else []
     if kind not in PER_EVENT_KINDS:

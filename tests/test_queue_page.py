@@ -359,6 +359,10 @@ def test_a_retry_by_filter_uses_the_queues_settings(resize, staff):
         ({"do": "cancel:everything"}, "Choose the ticked tasks or every task"),
         ({"do": "cancel:selected", "ids": "../../etc"}, "Tick at least one task first."),
         ({"do": "cancel:filter", "confirm": "1"}, "Nothing was counted to act on"),
+        (
+            {"do": "cancel:filter", "confirm": "1", "until": f"{T0}.0.{'0' * 16}", "cutoff": "x"},
+            "Nothing was counted to act on",
+        ),
         ({"do": "cancel:filter", "q": "item.x like y"}, "after the field comes contains"),
     ],
 )
@@ -421,7 +425,8 @@ def test_bulk_actions_on_a_queue_never_posted_to(resize, staff):
     page = staff.post(BULK, {"do": "cancel:filter", "status": "pending"}).content.decode()
     assert "Nothing matches now." in page
     answer = staff.post(BULK, {"do": "cancel:filter", "status": "pending", "confirm": "1",
-                               "until": f"{T0}.0123456789abcdef"}, follow=True)  # fmt: skip
+                               "until": f"{T0}.0.0123456789abcdef", "cutoff": str(T0)},
+                        follow=True)  # fmt: skip
     assert "cancel: 0 done, 0 refused." in answer.content.decode()
 
 

@@ -8,6 +8,7 @@ import orjson
 from django.db import transaction
 
 from queues.store import NotFound
+from queues.store.eventlog import iso_ms
 from queues.store.interface import TaskStore
 
 from .models import Kind, Notification, Webhook
@@ -20,6 +21,10 @@ def notify_pending(store: TaskStore, *, now: dt.datetime) -> int:
     now_ms = int(now.timestamp() * 1000)
     for hook in Webhook.objects.filter(pending_threshold__gt=0).select_related("queue__host"):
         host, queue = hook.queue.host.name, hook.queue.name
+        if not store.holds_queue(host, queue):
+            # a file queue served by another server, whose sweep judges it: read here it would
+            # look empty, re-arm the alert and let the other server fire it again on every pass
+            continue
         try:
             pending = store.stats(host, queue, now=now_ms).pending
         except NotFound:  # never posted to
@@ -39,7 +44,7 @@ def notify_pending(store: TaskStore, *, now: dt.datetime) -> int:
                     "queue": queue,
                     "pending": pending,
                     "threshold": hook.pending_threshold,
-                    "at": now_ms,
+                    "at": iso_ms(now_ms),  # as task.failed says it, and the event log
                 }
                 Notification.objects.create(
                     webhook=hook,

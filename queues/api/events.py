@@ -25,12 +25,14 @@ from queues.api import held_threads
 from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
+from queues.api.worker_stop import until_stopping
 from queues.models import Role
 from queues.monitor.pg_tail import PgTail, RowPosition, RowsChannel
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
 from queues.services import get_store
 from queues.store import paths
+from queues.store.errors import StorageUnavailable
 from queues.store.inotify import APPENDS, watcher
 
 # A stream the process has no thread for: EventSource reconnects after `retry` (and resumes
@@ -179,14 +181,18 @@ class EventStreamView(APIView):
         self, request: Request, subscription: Subscription, position: Position | None
     ) -> StreamingHttpResponse:
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
-        tasks_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            tasks_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # a full, read-only or broken logs directory: the documented 503, not a bug's 500
+            raise StorageUnavailable(f"the event log cannot be followed: {exc.strerror}") from exc
         # On the process's shared watcher: this channel wakes on day-file appends, which
         # waiting claims (on pending/ only) never see.
         channel = watcher().channel([str(tasks_dir)], APPENDS)
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
-                              client_alive=socket_alive(request.META))  # fmt: skip
+                              client_alive=until_stopping(socket_alive(request.META)))  # fmt: skip
         return sse_response(HeldStream(stream))
 
     def _rows_stream(
@@ -204,5 +210,5 @@ class EventStreamView(APIView):
         release_database()  # the rows come over the store's own connections
         stream = event_stream(PgTail(follower), RowsChannel(follower), subscription,
                               keepalive=keepalive_seconds(),
-                              client_alive=socket_alive(request.META))  # fmt: skip
+                              client_alive=until_stopping(socket_alive(request.META)))  # fmt: skip
         return sse_response(HeldStream(stream))

@@ -252,7 +252,7 @@ class ClaimView(APIView):
             if crowded:  # a claim that could not wait (too many waiting here): when to return
                 headers["Retry-After"] = str(held_threads.CROWDED_RETRY_AFTER_SECONDS)
             return Response(status=204, headers=headers)
-        records = [task.to_record() for task in tasks]
+        records = [task.full_view() for task in tasks]
         return Response({"tasks": records} if many else records[0])
 
 

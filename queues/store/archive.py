@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +15,18 @@ import orjson
 from . import files, paths
 from .errors import NotArchived
 
-# The kinds archived once per task; result and error are archived once per event that ends (or
-# gives up) an attempt, so a later attempt never overwrites what an earlier one said.
+# The seed's files, one per kind, each holding the latest body of its kind: the item the task
+# runs with (the posted one, or an operator's latest edit), the latest result and error, and
+# every progress body (one line each, appended).
 TASK_FILES = {"item": "item.json", "progress": "progress.jsonl"}
+LATEST_FILES = {"item": "item.json", "result": "result.json", "error": "error.json"}
+# Beside them, the history, written once and never overwritten: each event's result or error
+# (`<attempt>-<event>.<kind>.json`), each edited item (`<attempt>-retried.item.json`), and,
+# from its first edit on, the posted item (POSTED_ITEM).
 PER_EVENT_KINDS = ("result", "error")
-# An item an operator edited before a retry is archived by the `retried` line that carries it,
-# beside the posted item.json, which it never overwrites: both stay to be compared.
+# An item an operator edited before a retry is archived by the `retried` line that carries it.
 EDITED_ITEM_EVENT = "retried"
+POSTED_ITEM = "0-posted.item.json"
 
 
 def event_file(kind: str, attempt: int, event: str) -> str:
@@ -30,16 +38,28 @@ def event_file(kind: str, attempt: int, event: str) -> str:
     return f"{attempt}-{event}.{kind}.json"
 
 
+def history_names(kind: str, attempt: int, event: str) -> Iterator[str]:
+    """The names an event's body may take, in order: its own file, then (a name that is taken:
+    an item edited again before the task ran again, at the same attempt) `-2`, `-3`..."""
+    yield event_file(kind, attempt, event)
+    for n in itertools.count(2):
+        yield f"{attempt}-{event}-{n}.{kind}.json"
+
+
 def is_event_payload(kind: str, event: str) -> bool:
     """Whether this kind of body, archived by this event, is the event's own file."""
     return kind in PER_EVENT_KINDS or (kind, event) == ("item", EDITED_ITEM_EVENT)
 
 
 class PayloadArchive:
-    """`<logs>/tasks-payloads/<host>/<queue>/<id>/`: item.json, progress.jsonl (one line per
-    progress body), and `<attempt>-<event>.result.json` / `.error.json` per event that archived
-    one. Archives written before that kept one result.json and one error.json, overwritten by
-    each attempt. Apart from the item store, so archiving never changes retention."""
+    """`<logs>/tasks-payloads/<host>/<queue>/<id>/`: the seed's item.json, result.json,
+    error.json (each the latest body of its kind) and progress.jsonl, and beside them each
+    event's own body, never overwritten (history_names). Apart from the item store, so
+    archiving never changes retention.
+
+    Archives written before the seed's files were kept again have no result.json or error.json
+    for their later attempts, and an item.json that is still the posted item after an edit;
+    older ones still, one result.json and one error.json, overwritten by each attempt."""
 
     def __init__(self, logs_dir: Path, *, fsync: bool) -> None:
         self.logs_dir, self.fsync = logs_dir, fsync
@@ -58,8 +78,52 @@ class PayloadArchive:
     def write_outcome(
         self, host: str, queue: str, task_id: str, kind: str, body: Any, *, attempt: int, event: str
     ) -> str:
-        """Archive a result or error body of one event; returns the kind for the event."""
-        return self._write(host, queue, task_id, event_file(kind, attempt, event), kind, body)
+        """Archive a result or error body of one event, or an edited item: its own file under
+        the first free history name, then the same file as the kind's latest (a second name,
+        so the body is written once). Returns the kind for the event."""
+        fd = self._dir_fd(host, queue, task_id)
+        try:
+            if kind == "item":  # the posted item stays, before item.json takes the edit
+                self._keep_posted_item(fd)
+            name = self._write_new(fd, history_names(kind, attempt, event), orjson.dumps(body))
+            files.commit_temp(fd, self._linked_temp(fd, name), LATEST_FILES[kind],
+                              fsync=self.fsync)  # fmt: skip
+        finally:
+            os.close(fd)
+        return kind
+
+    def _write_new(self, fd: int, names: Iterator[str], data: bytes) -> str:
+        """Write `data` under the first of `names` that is free; returns the name."""
+        for name in names:
+            try:
+                files.publish_new(fd, files.write_temp(fd, data, fsync=self.fsync), name,
+                                  fsync=self.fsync)  # fmt: skip
+            except FileExistsError:
+                continue
+            return name
+        raise AssertionError("history_names never ends")
+
+    def _linked_temp(self, fd: int, name: str) -> str:
+        """A temp name for the same file as `name`, to be renamed over a latest file."""
+        temp = files.temp_name()
+        os.link(name, temp, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+        return temp
+
+    def _keep_posted_item(self, fd: int) -> None:
+        """Copy item.json to POSTED_ITEM if it is not kept yet: until the first edit item.json
+        is the posted item (an archive of the older layout's too, whose item.json was never
+        overwritten). Nothing to keep when the item was not archived at its post."""
+        try:
+            os.stat(POSTED_ITEM, dir_fd=fd, follow_symlinks=False)
+            return
+        except FileNotFoundError:
+            pass
+        try:
+            temp = self._linked_temp(fd, LATEST_FILES["item"])
+        except FileNotFoundError:
+            return
+        with contextlib.suppress(FileExistsError):
+            files.publish_new(fd, temp, POSTED_ITEM, fsync=self.fsync)
 
     def _write(self, host: str, queue: str, task_id: str, name: str, kind: str, body: Any) -> str:
         fd = self._dir_fd(host, queue, task_id)
@@ -90,15 +154,8 @@ class PayloadArchive:
         except OSError as exc:  # absent, or a symlink in its place
             raise NotArchived() from exc
         try:
-            edited = [edited_attempt(name) for name in os.listdir(fd)]
-            newest = max((n for n in edited if n is not None), default=None)
-            name = (
-                TASK_FILES["item"]
-                if newest is None
-                else event_file("item", newest, EDITED_ITEM_EVENT)
-            )
             try:
-                return orjson.loads(files.read_at(fd, name))
+                return orjson.loads(files.read_at(fd, latest_item_name(os.listdir(fd))))
             except (OSError, orjson.JSONDecodeError) as exc:
                 raise NotArchived() from exc
         finally:
@@ -123,9 +180,20 @@ class PayloadArchive:
         return "progress"
 
 
-def edited_attempt(name: str) -> int | None:
-    """The attempt of an edited item's file name, `<attempt>-retried.item.json`; else None."""
+def edit_order(name: str) -> tuple[int, int] | None:
+    """(attempt, n) of an edited item's file, `<attempt>-retried[-<n>].item.json` (n is 1 for
+    the first edit of an attempt), so the newest edit sorts last; None for any other name."""
     attempt, _, rest = name.partition("-")
-    if rest != f"{EDITED_ITEM_EVENT}.item.json" or not (attempt.isascii() and attempt.isdigit()):
+    if not attempt.isdigit() or not attempt.isascii() or not rest.endswith(".item.json"):
         return None
-    return int(attempt)
+    event, _, n = rest.removesuffix(".item.json").partition("-")
+    if event != EDITED_ITEM_EVENT or (n and not (n.isascii() and n.isdigit())):
+        return None
+    return int(attempt), int(n or 1)
+
+
+def latest_item_name(names: Iterable[str]) -> str:
+    """The file of the item a task last ran with, among its archive's names: its newest edit
+    (the older layout kept only the posted item in item.json), else item.json."""
+    edits = [(order, name) for name in names if (order := edit_order(name)) is not None]
+    return max(edits)[1] if edits else LATEST_FILES["item"]

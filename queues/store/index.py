@@ -1,9 +1,10 @@
 """A per-process index of claim candidates, so a claim never lists and parses every pending file.
 
-It holds (priority, postedAt, availableAt) per pending id, learned from inotify names (or, without
-inotify, from a listing when the directory's mtime moves) and reads a record only for a name it
-has not seen. It is a hint: the claim re-reads the record under the task's lock, and entries whose
-rename fails are dropped lazily, so other processes posting and claiming keep it correct.
+It holds (priority, postedAt, seq, availableAt) per pending id, learned from inotify names (or,
+without inotify, from a listing when the directory's mtime moves) and reads a record only for a
+name it has not seen. It is a hint: the claim re-reads the record under the task's lock, and
+entries whose rename fails are dropped lazily, so other processes posting and claiming keep it
+correct.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from .records import State, Task, parse_record
 class PendingIndex:
     def __init__(self, dir_fd: int, proc_path: str, changes: ChangeLog) -> None:
         self._fd = dir_fd
-        # id -> (-priority, postedAt, availableAt, retrying): what the heaps are checked against
-        self.entries: dict[str, tuple[int, int, int, bool]] = {}
-        self._ready: list[tuple[int, int, str]] = []  # (-priority, postedAt, id)
+        # id -> (-priority, postedAt, availableAt, retrying, seq): what the heaps are checked
+        # against (seq last, so the waiting counts read entries as they always have)
+        self.entries: dict[str, Key] = {}
+        # (-priority, postedAt, seq, id): post order within a priority, a record without a seq
+        # (0) first among its millisecond's, by id
+        self._ready: list[tuple[int, int, int, str]] = []
         self._delayed: list[tuple[int, str]] = []  # (availableAt, id)
-        self._taken: dict[str, tuple[int, int, int, bool]] = {}  # ids a claim is trying now
+        self._taken: dict[str, Key] = {}  # ids a claim is trying now
         self._sub: Subscription | None = changes.subscribe(proc_path)
         self._mtime = -1
         # A name could not be read (out of descriptors, say): list the directory again at the
@@ -103,11 +107,11 @@ class PendingIndex:
     def add(self, task: Task) -> None:
         self._put(task.id, _key(vars(task)))
 
-    def _put(self, task_id: str, key: tuple[int, int, int, bool]) -> None:
+    def _put(self, task_id: str, key: Key) -> None:
         if self.entries.get(task_id) == key:
             return
         self.entries[task_id] = key
-        heapq.heappush(self._ready, (key[0], key[1], task_id))
+        heapq.heappush(self._ready, _ready(task_id, key))
 
     def take(self, now: int) -> str | None:
         """Remove and return the best claimable id (priority, then oldest), or None."""
@@ -115,11 +119,11 @@ class PendingIndex:
             _, task_id = heapq.heappop(self._delayed)
             key = self.entries.get(task_id)
             if key is not None:
-                heapq.heappush(self._ready, (key[0], key[1], task_id))
+                heapq.heappush(self._ready, _ready(task_id, key))
         while self._ready:
-            neg_priority, posted_at, task_id = heapq.heappop(self._ready)
+            neg_priority, posted_at, seq, task_id = heapq.heappop(self._ready)
             key = self.entries.get(task_id)
-            if key is None or key[:2] != (neg_priority, posted_at):
+            if key is None or (key[0], key[1], key[4]) != (neg_priority, posted_at, seq):
                 continue  # a stale heap entry: the id left, or came back with new values
             if key[2] > now:
                 heapq.heappush(self._delayed, (key[2], task_id))
@@ -138,7 +142,7 @@ class PendingIndex:
         key = self._taken.pop(task_id, None)
         if key is not None and task_id not in self.entries:
             self.entries[task_id] = key
-            heapq.heappush(self._ready, (key[0], key[1], task_id))
+            heapq.heappush(self._ready, _ready(task_id, key))
 
     def forget(self, task_id: str) -> None:
         self._taken.pop(task_id, None)
@@ -155,8 +159,16 @@ class PendingIndex:
         return min((at for at, task_id in self._delayed if task_id in self.entries), default=None)
 
 
-def _key(fields: dict[str, Any]) -> tuple[int, int, int, bool]:
-    """(-priority, postedAt, availableAt, retrying) from a record's fields (ext ones optional)."""
+Key = tuple[int, int, int, bool, int]  # (-priority, postedAt, availableAt, retrying, seq)
+
+
+def _key(fields: dict[str, Any]) -> Key:
+    """A record's Key from its fields (the ext ones optional)."""
     available_at = fields.get("available_at", 0)
     retrying = fields["attempts"] > 0 and available_at > fields["updated_at"]
-    return (-fields.get("priority", 0), fields["posted_at"], available_at, retrying)
+    return (-fields.get("priority", 0), fields["posted_at"], available_at, retrying,
+            fields.get("seq", 0))  # fmt: skip
+
+
+def _ready(task_id: str, key: Key) -> tuple[int, int, int, str]:
+    return (key[0], key[1], key[4], task_id)

@@ -27,6 +27,8 @@ class TaskStore(Protocol):
 
     def queues(self) -> list[tuple[str, str]]: ...
 
+    def holds_queue(self, host: str, queue: str) -> bool: ...
+
     # -- producers --------------------------------------------------------------------------
 
     def post(

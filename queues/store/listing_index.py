@@ -49,6 +49,7 @@ class Entry(NamedTuple):
     """One copy of a task as the index knows it."""
 
     posted_at: int
+    seq: int  # the post sequence (0 for a record from before it was kept)
     status: State
     posted_by: str | None
     rev: int
@@ -71,7 +72,7 @@ def _rank(entry: Entry) -> tuple[int, int]:
 
 PostedBy = str | _Any | None
 Filter = tuple[State | None, PostedBy]  # what a listing asks for: (status, postedBy)
-OrderKey = tuple[int, str]  # (postedAt, id)
+OrderKey = tuple[int, int, str]  # (postedAt, seq, id): post order
 
 
 def _filters(entry: Entry) -> tuple[Filter, ...]:
@@ -215,6 +216,7 @@ class ListingIndex:
         posted_by = values["posted_by"]
         entry = Entry(
             posted_at=values["posted_at"],
+            seq=values.get("seq", 0),
             status=values["status"],
             posted_by=sys.intern(posted_by) if posted_by is not None else None,
             rev=values.get("rev", 0),
@@ -309,7 +311,7 @@ class ListingIndex:
         order = self._orders.get((status, ANY if anyone else posted_by), [])
         end = max(len(order) - offset, 0)
         keys = order[max(end - limit, 0) : end]
-        return len(order), [(task_id, self.tasks[task_id]) for _, task_id in reversed(keys)]
+        return len(order), [(task_id, self.tasks[task_id]) for *_, task_id in reversed(keys)]
 
     def page(
         self, qd: QueueDirs, status: State | None, posted_by: PostedBy, limit: int, offset: int
@@ -349,7 +351,7 @@ class ListingIndex:
 def _listed(task_id: str, entry: Entry | None) -> set[tuple[Filter, OrderKey]]:
     if entry is None:
         return set()
-    key = (entry.posted_at, task_id)  # one tuple, shared by every list the task is in
+    key = (entry.posted_at, entry.seq, task_id)  # one tuple, shared by every list it is in
     return {(listing, key) for listing in _filters(entry)}
 
 

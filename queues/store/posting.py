@@ -133,6 +133,14 @@ def settle_key(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
     raise StorageUnavailable("The idempotency key kept changing; try again.")
 
 
+def replay_of(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
+    """The task a keyed post's Idempotency-Key already made, or None (a new key): looked up
+    before a capped post counts its room, since a replay adds nothing to the queue.
+    IdempotencyKeyReused if the key was used with another item."""
+    assert task.idempotency_key is not None
+    return _replay(qd, paths.key_file(task.posted_by, task.idempotency_key), task, fsync=fsync)
+
+
 def check_keys(qd: QueueDirs, keyed: list[tuple[int, Task]]) -> None:
     """Refuse a batch (naming the entry) whose Idempotency-Key was already used with another
     item, before anything of the batch is written."""

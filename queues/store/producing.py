@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
-from . import batch, copies, paths, posting, rules
+from . import batch, copies, paths, posting, rules, sequence
 from .batch import PostEntry
 from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
 from .eventlog import NO_REASON, Because
 from .inotify import arrivals, watcher
+from .paths import QueueDirs
 from .records import Task
 from .results import PostResult
 from .settings import QueueSettings
@@ -43,12 +45,21 @@ def post(
                      reposted_from=reposted_from)  # fmt: skip
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
+            [task] = _numbered(qd, [task], now)
             prior = core.admit(qd, task, now=now, settings=settings, because=because)
         else:
             with posting.posts_locked(qd):
-                with core.lock:
-                    posting.check_room(core.pending_count(qd), settings)
-                prior = core.admit(qd, task, now=now, settings=settings, because=because)
+                # a replay answers its first task whatever the queue's depth: it adds nothing
+                prior = (
+                    posting.replay_of(qd, task, fsync=core.fsync)
+                    if task.idempotency_key is not None
+                    else None
+                )
+                if prior is None:
+                    with core.lock:
+                        posting.check_room(core.pending_count(qd), settings)
+                    [task] = _numbered(qd, [task], now)
+                    prior = core.admit(qd, task, now=now, settings=settings, because=because)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     return PostResult(task=task, replayed=False)
@@ -87,11 +98,15 @@ def post_many(
             raise exc.at(index) from exc
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
+            tasks = _numbered(qd, tasks, now)
             priors = core.admit_many(qd, tasks, now=now, settings=settings)
         else:
             with posting.posts_locked(qd):
-                with core.lock:
-                    posting.check_room(core.pending_count(qd), settings, adding=len(tasks))
+                adding = len(tasks) - _replays(qd, tasks, fsync=core.fsync)
+                if adding:
+                    with core.lock:
+                        posting.check_room(core.pending_count(qd), settings, adding=adding)
+                tasks = _numbered(qd, tasks, now)
                 priors = core.admit_many(qd, tasks, now=now, settings=settings)
     return [
         PostResult(task=task, replayed=False)
@@ -99,6 +114,26 @@ def post_many(
         else PostResult(task=prior, replayed=True)
         for task, prior in zip(tasks, priors, strict=True)
     ]
+
+
+def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> int:
+    """How many of a batch's entries replay a key already used (they need no room); a key
+    used with another item refuses the batch, naming the entry."""
+    replays = 0
+    for index, task in enumerate(tasks):
+        if task.idempotency_key is None:
+            continue
+        try:
+            replays += posting.replay_of(qd, task, fsync=fsync) is not None
+        except StoreError as exc:
+            raise exc.at(index) from exc
+    return replays
+
+
+def _numbered(qd: QueueDirs, tasks: list[Task], now: int) -> list[Task]:
+    """The tasks with their post sequence numbers, in the order given (sequence.py)."""
+    first = sequence.draw(qd, len(tasks), posted_at=now)
+    return [dataclasses.replace(task, seq=first + n) for n, task in enumerate(tasks)]
 
 
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:

@@ -122,10 +122,18 @@ _EXT = {
     # The operator who asked a running task to stop: the request writes no line (the table's
     # (processing, processing, none)), so the `cancelled` line that ends it names them.
     "cancel_requested_by": "cancelRequestedBy",
+    # The queue's post sequence at the post (sequence.py): the tie-breaker of tasks posted in
+    # one millisecond, so they are claimed and listed in the order they were posted. A record
+    # without it (posted before it was kept) sorts first among its millisecond's, by id.
+    "seq": "seq",
+    # When the latest claim took the task: when a processing task entered its state (its
+    # updatedAt moves with every heartbeat), so the console's bulk actions can leave alone a
+    # task that was claimed after they counted.
+    "claimed_at": "claimedAt",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
-_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy"})
+_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy", "seq", "claimedAt"})
 _STATUS_VIEW = (
     "id",
     "host",
@@ -170,6 +178,8 @@ class Task:
     ended_by: str | None = None
     reposted_from: str | None = None
     cancel_requested_by: str | None = None
+    seq: int = 0
+    claimed_at: int | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -193,6 +203,26 @@ class Task:
             if value is not None and value is not False and value != 0:
                 out[name] = value
         return out
+
+    def full_view(self) -> dict[str, Any]:
+        """The record as a claim answers it: without the post sequence, the store's own order
+        (a PostgreSQL queue keeps it in a column, not in the record), and without claimedAt,
+        the console's own (a worker has the lease)."""
+        record = self.to_record()
+        record.pop("seq", None)
+        record.pop("claimedAt", None)
+        return record
+
+    @property
+    def entered_at(self) -> int:
+        """When the task entered its status, as far as its record tells: an ended task when it
+        ended, a processing one when it was claimed, a pending one at its latest change (a
+        pending record changes only by coming back to pending)."""
+        if self.status.terminal and self.finished_at is not None:
+            return self.finished_at
+        if self.status is State.PROCESSING and self.claimed_at is not None:
+            return self.claimed_at
+        return self.updated_at
 
     def status_view(self) -> dict[str, Any]:
         record = self.to_record()
@@ -271,6 +301,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "ended_by": (str, type(None)),
     "reposted_from": (str, type(None)),
     "cancel_requested_by": (str, type(None)),
+    "seq": (int,),
+    "claimed_at": (int, type(None)),
 }
 
 

@@ -109,6 +109,7 @@ def claimed(task: Task, *, worker: str, lease_ms: int, now: int) -> Task:
         lease=Lease(worker=worker, until=now + lease_ms),
         lease_seconds=lease_ms // 1000,
         updated_at=now,
+        claimed_at=now,
         ended_by=None,  # a new attempt: the last one's report can no longer be replayed
     )
 

@@ -24,11 +24,11 @@ from .listing_index import ListingIndex
 from .paths import QueueDirs
 from .records import State, Task
 
-OrderKey = tuple[int, str]  # (postedAt, id): the listing order, and a cursor into it
+OrderKey = tuple[int, int, str]  # (postedAt, seq, id): the listing order, and a cursor into it
 
 
 def key_of(task: Task) -> OrderKey:
-    return (task.posted_at, task.id)
+    return (task.posted_at, task.seq, task.id)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,10 +88,10 @@ def find(
             index.refresh(qd)
             keys = _candidates(index, selection, newest_first, after, until)
             if selection.test is None:
-                chosen = [(k, index.tasks[k[1]].directory) for k in keys[offset : offset + limit]]
+                chosen = [(k, index.tasks[k[2]].directory) for k in keys[offset : offset + limit]]
         if selection.test is not None:
             return _scan(qd, index, keys, selection, max(limit, 1), budget)
-        tasks = [t for (_, i), d in chosen if (t := _read(qd, d, i, selection)) is not None]
+        tasks = [t for (*_, i), d in chosen if (t := _read(qd, d, i, selection)) is not None]
         more = offset + limit < len(keys)
         return Found(tasks=tasks, count=len(keys), read=len(chosen),
                      next_after=chosen[-1][0] if more and chosen else None)  # fmt: skip
@@ -110,7 +110,7 @@ def _candidates(
         entry = index.tasks.get(prefix)
         if entry is None or selection.status not in (None, entry.status):
             return []
-        key = (entry.posted_at, prefix)
+        key = (entry.posted_at, entry.seq, prefix)
         return [key] if _within(key, newest_first, after, until) else []
     order = index.order(selection.status)  # ascending
     if newest_first:  # descending: keys before `after`, down to `until`
@@ -121,7 +121,7 @@ def _candidates(
         high = bisect_right(order, until) if until is not None else len(order)
     keys = order[low:high]
     if prefix:
-        keys = [k for k in keys if k[1].startswith(prefix)]
+        keys = [k for k in keys if k[2].startswith(prefix)]
     if newest_first:
         keys.reverse()
     return keys
@@ -152,12 +152,12 @@ def _scan(
         if len(tasks) >= limit or read >= budget:
             return Found(tasks=tasks, count=None, next_after=last, read=read)
         with index.lock:
-            entry = index.tasks.get(key[1])
+            entry = index.tasks.get(key[2])
         last = key
         if entry is None:
             continue
         read += 1
-        task = _read(qd, entry.directory, key[1], selection)
+        task = _read(qd, entry.directory, key[2], selection)
         if task is not None and selection.test(task):
             tasks.append(task)
     return Found(tasks=tasks, count=None, next_after=None, read=read)

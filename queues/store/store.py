@@ -22,7 +22,7 @@ from . import claiming, listing, operating, producing, selecting, sweep, sweep_p
 from .batch import PostEntry, Report
 from .clock import now_ms
 from .core import QueueCore
-from .errors import StoreError
+from .errors import NotFound, StoreError
 from .interface import TaskStore
 from .paths import QueueDirs
 from .records import Task
@@ -57,6 +57,16 @@ class QueueStore:
 
     def queues(self) -> list[tuple[str, str]]:
         return self.core.queues()
+
+    def holds_queue(self, host: str, queue: str) -> bool:
+        """Whether this machine has the queue's directories: a file queue is served only where
+        they are (its first post or claim there makes them), so the sweep's schedules and
+        alerts act on it there alone, and never make them on another machine."""
+        try:
+            with self.core.queue_dirs(host, queue):
+                return True
+        except NotFound:
+            return False
 
     # -- producers --------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -28,6 +29,10 @@ from .records import Task
 from .rules import verdict
 from .settings import QueueSettings
 
+logger = logging.getLogger("taskhoster.sweep")
+
+# How a pass names a queue's unforeseen failure among its errors (the chaos run looks for it).
+UNFORESEEN = "the sweep failed"
 STALE_TEMP_MS = 60_000  # a temp file (or a key without its task) this old: its writer died
 
 
@@ -297,6 +302,13 @@ def _clean(core: QueueCore, qd: QueueDirs, best: copies.Copy, now: int) -> bool:
     return True
 
 
+def unexpected(host: str, queue: str, exc: Exception) -> str:
+    """Log a queue's unforeseen failure with its traceback and say it in one line: one odd
+    file in one queue must not stop the timeouts and lease lapses of every other queue."""
+    logger.exception("sweep: %s/%s failed; the other queues are swept all the same", host, queue)
+    return f"{host}/{queue}: {UNFORESEEN} ({type(exc).__name__}: {exc}); see the log"
+
+
 def sweep_all(
     core: QueueCore,
     settings_for: Callable[[str, str], QueueSettings | None],
@@ -318,13 +330,15 @@ def sweep_all(
             return SweepReport(skipped=True)
         report = SweepReport()
         for host, queue in core.queues():
-            settings = settings_for(host, queue)
+            settings = settings_for(host, queue)  # a database gone ends the pass: the loop says so
             if settings is None:
                 continue  # not a configured queue: leave its files alone
             try:
                 report.add(sweep_queue(core, host, queue, settings, now=now))
             except StoreError as exc:
                 report.errors.append(f"{host}/{queue}: {exc.detail}")
+            except Exception as exc:
+                report.errors.append(unexpected(host, queue, exc))
         report.logs_pruned = core.prune_logs(now=now)
         return report
     finally:

@@ -10,7 +10,7 @@ from psycopg.rows import dict_row
 from queues.store.errors import NotFound
 from queues.store.records import State, Task
 from queues.store.results import QueueStats, TaskPage, _Any
-from queues.store.selecting import Found, OrderKey, Selection, StateCounts
+from queues.store.selecting import Found, OrderKey, Selection, StateCounts, key_of
 
 from . import rows
 from .writes import Conn
@@ -38,7 +38,7 @@ def list_tasks(
     limit: int,
     offset: int,
 ) -> TaskPage:
-    """Newest first by (postedAt, id), as the file store lists."""
+    """Newest first by (postedAt, seq, id): post order, as the file store lists."""
     where = [sql.SQL("host = %s AND queue = %s")]
     params: list[Any] = [host, queue]
     if status is not None:
@@ -55,13 +55,13 @@ def list_tasks(
     ).fetchone()
     page = conn.execute(
         sql.SQL(
-            "SELECT record::text FROM th_tasks WHERE {}"
-            " ORDER BY posted_at DESC, id DESC LIMIT %s OFFSET %s"
+            "SELECT record::text, seq FROM th_tasks WHERE {}"
+            " ORDER BY posted_at DESC, seq DESC, id DESC LIMIT %s OFFSET %s"
         ).format(condition),
         [*params, max(limit, 0), max(offset, 0)],
     ).fetchall()
     return TaskPage(
-        count=int(counted[0]) if counted else 0, tasks=[rows.task_of(r[0]) for r in page]
+        count=int(counted[0]) if counted else 0, tasks=[rows.listed_task(*r) for r in page]
     )
 
 
@@ -125,8 +125,8 @@ def find(
     until: OrderKey | None,
     budget: int,
 ) -> Found:
-    """selecting.find's answer from the table: tasks by status and id prefix in (postedAt, id)
-    order, from a cursor (`after`) up to a bound (`until`, inclusive); with a test, at most
+    """selecting.find's answer from the table: tasks by status and id prefix in (postedAt,
+    seq, id) order, from a cursor (`after`) up to a bound (`until`, inclusive); with a test, at most
     `budget` records are tried and the answer says where to go on."""
     limit, offset, budget = max(limit, 0), max(offset, 0), max(budget, 1)
     where: list[sql.Composable] = [sql.SQL("host = %s AND queue = %s")]
@@ -139,26 +139,26 @@ def find(
         params.append(selection.id_prefix)
     past, upto = (sql.SQL("<"), sql.SQL(">=")) if newest_first else (sql.SQL(">"), sql.SQL("<="))
     if after is not None:
-        where.append(sql.SQL("(posted_at, id) {} (%s, %s)").format(past))
+        where.append(sql.SQL("(posted_at, seq, id) {} (%s, %s, %s)").format(past))
         params += list(after)
     if until is not None:
-        where.append(sql.SQL("(posted_at, id) {} (%s, %s)").format(upto))
+        where.append(sql.SQL("(posted_at, seq, id) {} (%s, %s, %s)").format(upto))
         params += list(until)
     condition = sql.SQL(" AND ").join(where)
-    order = sql.SQL("posted_at DESC, id DESC" if newest_first else "posted_at, id")
+    order = sql.SQL("posted_at DESC, seq DESC, id DESC" if newest_first else "posted_at, seq, id")
     query = sql.SQL(
-        "SELECT record::text FROM th_tasks WHERE {} ORDER BY {} LIMIT %s OFFSET %s"
+        "SELECT record::text, seq FROM th_tasks WHERE {} ORDER BY {} LIMIT %s OFFSET %s"
     ).format(condition, order)
     if selection.test is not None:
         candidates = conn.execute(query, [*params, budget + 1, 0]).fetchall()
-        return _scan([rows.task_of(r[0]) for r in candidates], selection, max(limit, 1), budget)
+        return _scan([rows.listed_task(*r) for r in candidates], selection, max(limit, 1), budget)
     counted = conn.execute(
         sql.SQL("SELECT count(*) FROM th_tasks WHERE {}").format(condition), params
     ).fetchone()
     count = int(counted[0]) if counted else 0
-    tasks = [rows.task_of(r[0]) for r in conn.execute(query, [*params, limit, offset])]
+    tasks = [rows.listed_task(*r) for r in conn.execute(query, [*params, limit, offset])]
     more = offset + limit < count
-    last = (tasks[-1].posted_at, tasks[-1].id) if more and tasks else None
+    last = key_of(tasks[-1]) if more and tasks else None
     return Found(tasks=tasks, count=count, read=len(tasks), next_after=last)
 
 
@@ -171,7 +171,7 @@ def _scan(candidates: list[Task], selection: Selection, limit: int, budget: int)
     for task in candidates:
         if len(tasks) >= limit or read >= budget:
             return Found(tasks=tasks, count=None, next_after=last, read=read)
-        last = (task.posted_at, task.id)
+        last = key_of(task)
         read += 1
         if selection.test(task):
             tasks.append(task)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -62,6 +63,12 @@ def record_text(task: Task) -> str:
 
 def task_of(record: str | bytes) -> Task:
     return Task.from_record(orjson.loads(record))
+
+
+def listed_task(record: str | bytes, seq: int) -> Task:
+    """A task as a listing gives it: with the row's seq (post order), which its record does
+    not hold, so that its order key (selecting.key_of) is the one the listing sorted by."""
+    return dataclasses.replace(task_of(record), seq=seq)
 
 
 # the events table's columns, in the order event_values gives them ("offset" is the

@@ -82,6 +82,10 @@ class PostgresStore:
             found = conn.execute("SELECT host, queue FROM th_queues ORDER BY host, queue")
             return [(str(host), str(queue)) for host, queue in found.fetchall()]
 
+    def holds_queue(self, host: str, queue: str) -> bool:
+        """Always: the database holds every PostgreSQL queue for every server."""
+        return True
+
     def _make_queue(self, conn: Conn, host: str, queue: str) -> None:
         key = (paths.validate_host(host), paths.validate_queue(queue))
         if key in self._known_queues:
@@ -179,14 +183,17 @@ class PostgresStore:
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                     (f"taskhoster/posts/{host}/{queue}",),
                 )
+            # every key looked at before anything is written: a reused one refuses the batch;
+            # and before the room is counted, since a replay adds nothing to the queue
+            priors = self._prior_keys(conn, tasks, batch=batch)
+            adding = len(tasks) - len(priors)
+            if settings.max_pending and adding:
                 pending = conn.execute(
                     "SELECT count(*) FROM th_tasks"
                     " WHERE host = %s AND queue = %s AND status = 'pending'",
                     (host, queue),
                 ).fetchone()
-                posting.check_room(int(pending[0]) if pending else 0, settings, adding=len(tasks))
-            # every key looked at before anything is written: a reused one refuses the batch
-            priors = self._prior_keys(conn, tasks, batch=batch)
+                posting.check_room(int(pending[0]) if pending else 0, settings, adding=adding)
             self._writer.insert(
                 conn,
                 [t for t in tasks if t.idempotency_key is None],
@@ -395,13 +402,7 @@ class PostgresStore:
                 (host, queue, task_id),
             ).fetchall()
         bodies = {str(name): bytes(body) for name, body in names}
-        edited = [archive.edited_attempt(name) for name in bodies]
-        newest = max((n for n in edited if n is not None), default=None)
-        name = (
-            archive.TASK_FILES["item"]
-            if newest is None
-            else archive.event_file("item", newest, archive.EDITED_ITEM_EVENT)
-        )
+        name = archive.latest_item_name(bodies)
         if name not in bodies:
             raise NotArchived()
         return orjson.loads(bodies[name])

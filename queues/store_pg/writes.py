@@ -195,14 +195,17 @@ class Writer:
             check_transition(c.new.id, c.old.status, c.new.status, c.event)
         archiving = settings is not None and settings.archive_payloads
         bodies: list[tuple[Task, str, bytes]] = []
+        outcomes: list[tuple[Task, str, str, bytes]] = []  # (task, kind, event, body)
         lines: list[tuple[Task, str, str | None, list[str], Because]] = []
         for c in changes:
             kinds: list[str] = []
             if archiving:
                 for kind, body in c.archive.items():
-                    bodies.append(
-                        (c.new, _payload_name(c.new, c.event, kind), _payload(kind, body))
-                    )
+                    if kind == "progress":
+                        bodies.append((c.new, archive.TASK_FILES[kind], _payload(kind, body)))
+                    else:
+                        assert c.event is not None, "a body is archived for its event"
+                        outcomes.append((c.new, kind, c.event, _payload(kind, body)))
                     kinds.append(kind)
             if c.event is not None:
                 named = worker
@@ -215,7 +218,7 @@ class Writer:
                 _UPDATE_MANY,
                 (_rows_json(_ID_TASK_COLUMNS, values), changes[0].new.host, changes[0].new.queue),
             )
-        self._archive(conn, bodies, now)
+        self._archive(conn, [*bodies, *self._outcome_files(conn, outcomes, now)], now)
         self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
         return [c.new for c in changes]
 
@@ -232,6 +235,37 @@ class Writer:
                 [(t.host, t.queue, t.id) for t in tasks],
             )
         self._log(conn, [(t, event, None, [], because) for t in tasks], now=now)
+
+    def _outcome_files(
+        self, conn: Conn, outcomes: list[tuple[Task, str, str, bytes]], now: int
+    ) -> list[tuple[Task, str, bytes]]:
+        """The files of each result, error or edited item, as the file archive writes them:
+        its own under the first free history name, and the kind's latest file; before an
+        edit, the posted item is kept as POSTED_ITEM (the task's row is locked: one writer)."""
+        files: list[tuple[Task, str, bytes]] = []
+        for task, kind, event, body in outcomes:
+            key = (task.host, task.queue, task.id)
+            if kind == "item":
+                conn.execute(
+                    "INSERT INTO th_payloads (host, queue, task_id, name, body, at)"
+                    " SELECT host, queue, task_id, %s, body, %s FROM th_payloads"
+                    " WHERE host = %s AND queue = %s AND task_id = %s AND name = %s"
+                    " ON CONFLICT DO NOTHING",
+                    (archive.POSTED_ITEM, now, *key, archive.LATEST_FILES["item"]),
+                )
+            taken = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT name FROM th_payloads"
+                    " WHERE host = %s AND queue = %s AND task_id = %s AND starts_with(name, %s)",
+                    (*key, f"{task.attempts}-{event}"),
+                )
+            }
+            taken |= {name for t, name, _ in files if t.id == task.id}
+            names = archive.history_names(kind, task.attempts, event)
+            own = next(name for name in names if name not in taken)
+            files += [(task, own, body), (task, archive.LATEST_FILES[kind], body)]
+        return files
 
     def _archive(self, conn: Conn, bodies: list[tuple[Task, str, bytes]], now: int) -> None:
         """Archive files: progress.jsonl grows by a line, any other name is written once."""
@@ -271,13 +305,6 @@ class Writer:
             conn.execute(self.insert_events, (_rows_json(rows.EVENT_COLUMNS, values),))
         if notes:
             conn.execute(_NOTIFY_MANY, (CHANNEL, orjson.dumps(notes).decode()))
-
-
-def _payload_name(task: Task, event: str | None, kind: str) -> str:
-    if kind == "progress":
-        return archive.TASK_FILES["progress"]
-    assert event is not None, "a body is archived for the event that carries it"
-    return archive.event_file(kind, task.attempts, event)
 
 
 def _payload(kind: str, body: Any) -> bytes:

@@ -127,8 +127,8 @@ def test_a_stream_that_fails_to_start_gives_its_thread_back(queue, settings, tmp
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     settings.TASKHOSTER_LOGS_DIR = blocker  # the stream cannot make its tasks/ directory
-    with pytest.raises(OSError):
-        subscribe(token_for("olga", "operator"))
+    response = subscribe(token_for("olga", "operator"))
+    assert refusal(response) == (503, "storage_unavailable")
     assert held_threads.held() == (0, 0)
 
 

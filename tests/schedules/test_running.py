@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from queues.models import Queue
 from queues.services import get_store
 from queues.store import NotFound
 from schedules.models import Schedule
@@ -116,6 +117,20 @@ def test_an_item_edited_after_a_lost_bookkeeping_is_not_posted_again(make_schedu
     assert Schedule.objects.get().last_run_at == at(10, 0, 0)
 
 
+def test_a_run_posted_again_into_a_full_queue_is_its_replay_not_a_refusal(make_queue,
+                                                                       make_schedule):  # fmt: skip
+    """The queue's one place is the run's own task: posting the run again (its bookkeeping was
+    lost) answers that task, not queue_full."""
+    schedule = make_schedule(make_queue(max_pending=1))
+    assert post_due_schedules(get_store(), now=at(10, 0)).posted == 1
+    Schedule.objects.filter(pk=schedule.pk).update(last_run_at=None, last_task_id="")
+    report = post_due_schedules(get_store(), now=at(10, 1))
+    assert (report.posted, report.failed) == (1, 0)
+    schedule.refresh_from_db()
+    assert schedule.last_error == ""
+    assert [t.id for t in tasks_of(schedule.queue)] == [schedule.last_task_id]
+
+
 def test_a_schedule_saved_with_a_bad_expression_is_reported_not_fatal(make_schedule):
     bad = make_schedule(name="bad")
     good = make_schedule(bad.queue, name="good")
@@ -133,3 +148,63 @@ def test_the_sweep_command_posts_what_is_due(make_schedule):
     assert 1 <= len(tasks_of(schedule.queue)) <= 2  # 2 only if the minute turned in between
     schedule.refresh_from_db()
     assert schedule.last_task_id in {task.id for task in tasks_of(schedule.queue)}
+
+
+def other_server(tmp_path):
+    """A second web server of the several-servers layout: the same database, its own disk."""
+    from queues.store import QueueStore, StoreConfig
+
+    root = tmp_path / "other-server"
+    return QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=False))
+
+
+def test_a_file_queues_run_is_posted_only_by_the_server_holding_its_directories(
+    make_schedule, tmp_path
+):
+    schedule = make_schedule()
+    queue = schedule.queue
+    other = other_server(tmp_path)
+    try:
+        report = post_due_schedules(other, now=at(10, 0))
+        assert (report.posted, report.failed) == (0, 0)
+        assert other.queues() == []  # no directory made where no worker of it looks
+        assert not (tmp_path / "other-server" / "items" / queue.host.name).exists()
+    finally:
+        other.close()
+    assert post_due_schedules(get_store(), now=at(10, 0)).posted == 1
+    assert len(tasks_of(queue)) == 1
+
+
+def test_a_file_queue_without_directories_waits_for_them(make_queue, store_dirs):
+    queue = make_queue("task.example.com", "fresh")  # never posted to nor claimed from
+    schedule = Schedule(queue=queue, name="nightly", cron="*/5 * * * *", item={"job": "r"},
+                        active_since=T0 - 60 * MINUTE)  # fmt: skip
+    schedule.full_clean()
+    schedule.save()
+    assert post_due_schedules(get_store(), now=at(10, 0)).posted == 0
+    assert not (store_dirs["items"] / "task.example.com" / "fresh").exists()
+    schedule.refresh_from_db()
+    assert schedule.last_error == "" and schedule.last_run_at is None
+    get_store().create_queue("task.example.com", "fresh")  # a first claim, say
+    assert post_due_schedules(get_store(), now=at(10, 1)).posted == 1
+
+
+def test_createqueue_makes_a_file_queues_directories_on_its_server(store_dirs):
+    """So that a schedule on a queue nobody has posted to yet runs where the command ran."""
+    call_command("createqueue", "task.example.com", "cmd", stdout=io.StringIO())
+    assert (store_dirs["items"] / "task.example.com" / "cmd" / "pending").is_dir()
+    schedule = Schedule(queue=Queue.objects.get(name="cmd"), name="n", cron="*/5 * * * *",
+                        item={"job": "r"}, active_since=T0 - 60 * MINUTE)  # fmt: skip
+    schedule.full_clean()
+    schedule.save()
+    assert post_due_schedules(get_store(), now=at(10, 0)).posted == 1
+
+
+def test_a_postgresql_queues_run_is_posted_by_any_server(make_queue, pg_store, store_dirs):
+    queue = make_queue("task.example.com", "shared", store="postgres")
+    schedule = Schedule(queue=queue, name="n", cron="*/5 * * * *", item={"job": "r"},
+                        active_since=T0 - 60 * MINUTE)  # fmt: skip
+    schedule.full_clean()
+    schedule.save()
+    assert post_due_schedules(get_store(), now=at(10, 0)).posted == 1
+    assert not (store_dirs["items"] / "task.example.com").exists()

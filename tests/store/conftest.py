@@ -35,6 +35,7 @@ BOTH_STORES = frozenset(
         "test_operators",
         "test_selecting",
         "test_sweep_preview",
+        "test_post_order",
     }
 )
 

@@ -251,3 +251,14 @@ def pg_endless_claimer(opener: StoreOpener, claimed: Any) -> None:
     while True:
         for task in store.claim(HOST, QUEUE, settings=short, worker="doomed", max_tasks=3):
             claimed.put(task.id)
+
+
+def poster(opener: StoreOpener, items: list[dict[str, Any]], now: int, out: Any) -> None:
+    """Post the items one at a time, all at the same millisecond; report their ids."""
+    store = opener.open()
+    ids = [
+        store.post(HOST, QUEUE, item, settings=LONG, posted_by="alice", now=now).task.id
+        for item in items
+    ]
+    store.close()
+    out.put(ids)

@@ -154,7 +154,7 @@ def test_each_attempts_failure_is_archived_on_its_own(h):
         if "result" in e["archived"]
     }
     assert bodies == {(1, "requeue"): {"e": 1}, (2, "requeue"): {"e": 2}, (3, "result"): {"r": 3}}
-    assert "result.json" not in folder
+    assert orjson.loads(folder["result.json"]) == {"r": 3}  # the seed's file: the latest
 
 
 def test_a_timeout_after_a_failure_of_the_same_attempt_overwrites_nothing(h):

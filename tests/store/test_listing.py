@@ -34,7 +34,7 @@ def full_scan(
     offset: int = 0,
 ) -> TaskPage:
     """What a listing must answer, the straightforward way: every task's winning copy (as
-    copies.py chooses it), filtered, newest first by (postedAt, id)."""
+    copies.py chooses it), filtered, newest first by (postedAt, seq, id)."""
     ids = {paths.task_id_of(name) for d in paths.STATE_DIRS for name in os.listdir(qd.fd(d))}
     winners = [found[0].task for i in ids if i is not None and (found := copies.copies(qd, i))]
     matching = [
@@ -43,7 +43,7 @@ def full_scan(
         if (status is None or t.status is status)
         and (isinstance(posted_by, _Any) or t.posted_by == posted_by)
     ]
-    matching.sort(key=lambda t: (t.posted_at, t.id), reverse=True)
+    matching.sort(key=lambda t: (t.posted_at, t.seq, t.id), reverse=True)
     return TaskPage(count=len(matching), tasks=matching[offset : offset + limit])
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from queues.store import QueueFull
+from queues.store import IdempotencyKeyReused, PostEntry, QueueFull
 
 from . import procs
 from .conftest import HOST, SETTINGS, T0
@@ -57,3 +57,47 @@ def test_a_requeue_into_a_full_queue_is_not_refused(h):
     assert h.count("pending") == 3
     with pytest.raises(QueueFull):
         h.post(settings=capped, now=T0 + 5)
+
+
+def test_a_replay_of_a_key_is_answered_when_the_queue_is_full(h):
+    """A client that lost the answer posts again: it gets its first task, however full."""
+    capped = replace(SETTINGS, max_pending=2)
+    first = h.post({"n": 1}, settings=capped, idempotency_key="k-1")
+    h.post({"n": 2}, settings=capped, now=T0 + 1)
+    with pytest.raises(QueueFull):
+        h.post({"n": 3}, settings=capped, now=T0 + 2)
+    again = h.store.post(HOST, "resize", {"n": 1}, settings=capped, posted_by="alice",
+                         idempotency_key="k-1", now=T0 + 3)  # fmt: skip
+    assert again.replayed and again.task.id == first.id
+    assert h.count("pending") == 2
+
+
+def test_a_reused_key_is_still_refused_when_the_queue_is_full(h):
+    capped = replace(SETTINGS, max_pending=1)
+    h.post({"n": 1}, settings=capped, idempotency_key="k-1")
+    with pytest.raises(IdempotencyKeyReused):
+        h.post({"n": 2}, settings=capped, idempotency_key="k-1", now=T0 + 1)
+
+
+def test_a_batch_of_replays_is_answered_when_the_queue_is_full(h):
+    capped = replace(SETTINGS, max_pending=3)
+    keyed = [PostEntry(item={"n": i}, idempotency_key=f"k-{i}") for i in range(3)]
+    first = h.store.post_many(HOST, "resize", keyed, settings=capped, posted_by="alice", now=T0)
+    again = h.store.post_many(HOST, "resize", keyed, settings=capped, posted_by="alice",
+                              now=T0 + 1)  # fmt: skip
+    assert [a.task.id for a in again] == [f.task.id for f in first]
+    assert all(a.replayed for a in again)
+
+
+def test_a_batch_needs_room_only_for_its_new_tasks(h):
+    capped = replace(SETTINGS, max_pending=3)
+    old = [PostEntry(item={"n": i}, idempotency_key=f"k-{i}") for i in range(2)]
+    h.store.post_many(HOST, "resize", old, settings=capped, posted_by="alice", now=T0)
+    mixed = [*old, PostEntry(item={"n": 2})]  # two replays and one new task: room for one
+    answers = h.store.post_many(HOST, "resize", mixed, settings=capped, posted_by="alice",
+                                now=T0 + 1)  # fmt: skip
+    assert [a.replayed for a in answers] == [True, True, False]
+    assert h.count("pending") == 3
+    with pytest.raises(QueueFull):  # and no room for two new ones
+        h.store.post_many(HOST, "resize", [*old, PostEntry(item={"n": 3})], settings=capped,
+                          posted_by="alice", now=T0 + 2)  # fmt: skip

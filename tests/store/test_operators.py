@@ -168,9 +168,11 @@ def test_edit_and_retry_replaces_the_item_and_says_so(h):
         "retried", "olga", True, ["item"],
     )  # fmt: skip
     assert line["bytes"]["item"] == len(orjson.dumps({"url": "http://fixed"}))
-    # the posted item stays archived beside the edited one, named by the line's attempts
+    # item.json is the item the task runs with now; the posted item stays archived beside
+    # the edited one, each named by its line's attempts and event
     folder = h.archive(task.id)
-    assert orjson.loads(folder["item.json"]) == {"url": "htp://typo"}
+    assert orjson.loads(folder["item.json"]) == {"url": "http://fixed"}
+    assert orjson.loads(folder["0-posted.item.json"]) == {"url": "htp://typo"}
     assert orjson.loads(folder["1-retried.item.json"]) == {"url": "http://fixed"}
     assert h.claim(settings=ARCHIVING, now=T0 + 4 * SECOND).item == {"url": "http://fixed"}
 
@@ -238,11 +240,43 @@ def test_repost_takes_the_newest_edited_item(h):
                  now=T0 + 5 * SECOND)  # fmt: skip
     h.store.retry(HOST, QUEUE, old.id, settings=ARCHIVING, now=T0 + 6 * SECOND, item={"url": "v3"})
     assert sorted(h.archive(old.id)) == [
-        "1-failed.result.json", "1-retried.item.json", "2-failed.result.json",
-        "2-retried.item.json", "item.json",
+        "0-posted.item.json", "1-failed.result.json", "1-retried.item.json",
+        "2-failed.result.json", "2-retried.item.json", "item.json", "result.json",
     ]  # fmt: skip
     new = h.store.repost(HOST, QUEUE, old.id, settings=ARCHIVING, now=T0 + 7 * SECOND).task
     assert new.item == {"url": "v3"}
+
+
+def test_a_second_edit_before_the_task_ran_again_overwrites_no_earlier_item(h):
+    """Edit and retry, cancel, edit and retry again: the same attempt, three items kept."""
+    task = _failed(h, ARCHIVING, item={"url": "v1"})
+    for n, url in enumerate(("v2", "v3"), start=3):
+        h.store.retry(HOST, QUEUE, task.id, settings=ARCHIVING, now=T0 + n * SECOND,
+                      item={"url": url})  # fmt: skip
+        h.store.cancel(HOST, QUEUE, task.id, settings=ARCHIVING, now=T0 + n * SECOND + 1)
+    folder = {name: orjson.loads(body) for name, body in h.archive(task.id).items()}
+    assert folder["0-posted.item.json"] == {"url": "v1"}
+    assert folder["1-retried.item.json"] == {"url": "v2"}
+    assert folder["1-retried-2.item.json"] == {"url": "v3"}
+    assert folder["item.json"] == {"url": "v3"}
+    new = h.store.repost(HOST, QUEUE, task.id, settings=ARCHIVING, now=T0 + 9 * SECOND).task
+    assert new.item == {"url": "v3"}
+
+
+def test_a_finished_tasks_folder_has_the_seeds_files_and_each_attempts_own(h):
+    """tasks-payloads/<host>/<queue>/<id>/item.json and result.json, as the seed shows them,
+    each the latest body of its kind; each attempt's body beside them, as it was."""
+    task = _failed(h, ARCHIVING, item={"url": "a"})
+    h.store.retry(HOST, QUEUE, task.id, settings=ARCHIVING, now=T0 + 3 * SECOND)
+    h.claim(settings=ARCHIVING, now=T0 + 4 * SECOND)
+    h.store.finish(HOST, QUEUE, task.id, settings=ARCHIVING, worker="box-1", attempt=2,
+                   result={"ok": 2}, now=T0 + 5 * SECOND)  # fmt: skip
+    folder = {name: orjson.loads(body) for name, body in h.archive(task.id).items()}
+    assert folder["item.json"] == {"url": "a"}
+    assert folder["result.json"] == {"ok": 2}
+    assert folder["1-failed.result.json"] == {"why": "bad url"}
+    assert folder["2-result.result.json"] == {"ok": 2}
+    assert "0-posted.item.json" not in folder  # no edit: item.json is the posted item
 
 
 def test_repost_without_an_archive_is_refused(h):
@@ -293,3 +327,11 @@ def test_a_stop_asked_of_a_running_task_names_the_operator_on_the_line_that_ends
     h.store.retry(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 4 * SECOND)
     assert h.store.read(HOST, QUEUE, task.id).cancel_requested_by is None
     assert "by" not in h.events(task.id)[-1]
+
+
+def test_an_edit_of_a_task_posted_before_the_queue_archived_keeps_just_the_edit(h):
+    task = _failed(h, SETTINGS, item={"url": "v1"})  # posted and failed without an archive
+    h.store.retry(HOST, QUEUE, task.id, settings=ARCHIVING, now=T0 + 3 * SECOND,
+                  item={"url": "v2"})  # fmt: skip
+    folder = {name: orjson.loads(body) for name, body in h.archive(task.id).items()}
+    assert folder == {"1-retried.item.json": {"url": "v2"}, "item.json": {"url": "v2"}}

@@ -37,8 +37,9 @@ def a_mixed_queue(h) -> list[Task]:
 
 def expected(tasks: list[Task], status: State | None = None, prefix: str = "",
              newest_first: bool = True) -> list[str]:  # fmt: skip
+    posted = {t.id: n for n, t in enumerate(tasks)}  # tasks come in post order
     chosen = [t for t in tasks if status in (None, t.status) and t.id.startswith(prefix)]
-    chosen.sort(key=key_of, reverse=newest_first)
+    chosen.sort(key=lambda t: (t.posted_at, posted[t.id]), reverse=newest_first)
     return [t.id for t in chosen]
 
 

@@ -303,6 +303,14 @@ def test_the_payload_is_served_raw_and_inert(staff, archive: Path) -> None:
     assert progress["Content-Disposition"] == f'inline; filename="{TASK}-progress.jsonl"'
 
 
+def test_the_posted_items_link_opens_the_posted_item_after_an_edit(staff, archive: Path) -> None:
+    """item.json holds the latest item (the seed's file); from the first edit on, the posted
+    one is kept as 0-posted.item.json, which the posted line's link opens."""
+    (archive / "0-posted.item.json").write_bytes(b'{"v":1}')
+    (archive / "item.json").write_bytes(b'{"v":2}')
+    assert b"".join(staff.get(payload_url()).streaming_content) == b'{"v":1}'
+
+
 def test_the_payload_page_says_what_the_payload_is_and_escapes_it(staff, archive: Path) -> None:
     response = staff.get(payload_url() + "/view")
     assert response.status_code == 200

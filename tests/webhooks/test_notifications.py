@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -198,3 +199,45 @@ def test_a_failure_line_glued_to_a_torn_fragment_is_still_notified(hooked_queue,
     day_file.write_bytes(b"\n".join(lines))
     assert notify(get_store(), now=timezone.now()).made == 1
     assert Notification.objects.get().task_id == task.id
+
+
+def test_both_kinds_of_call_give_at_in_one_format(hooked_queue, receiver):
+    """`at` is ISO 8601 in UTC with milliseconds (as the event log's `at`) in every body."""
+    Webhook.objects.update(pending_threshold=1)
+    failed_task(hooked_queue)
+    store, settings = get_store(), hooked_queue.to_settings()
+    for _ in range(2):
+        store.post(hooked_queue.host.name, hooked_queue.name, {"n": 1}, settings=settings,
+                   posted_by="alice")  # fmt: skip
+    now = dt.datetime(2026, 3, 4, 5, 6, 7, 890_000, tzinfo=dt.UTC)
+    notify(store, now=now)
+    bodies = {b["event"]: b for b in (json.loads(r.body) for r in receiver.requests)}
+    assert set(bodies) == {"task.failed", "queue.pending"}
+    assert bodies["queue.pending"]["at"] == "2026-03-04T05:06:07.890Z"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", bodies["task.failed"]["at"])
+
+
+def test_a_server_without_the_queues_directories_neither_fires_nor_rearms_its_alert(
+    hooked_queue, receiver, tmp_path
+):
+    """The several-servers layout: the other server reads the file queue as empty; it must
+    leave the alert to the server that holds the queue, which then fires once per crossing."""
+    from queues.store import QueueStore, StoreConfig
+    from webhooks.thresholds import notify_pending
+
+    Webhook.objects.update(pending_threshold=1, notify_failed=False)
+    store, settings = get_store(), hooked_queue.to_settings()
+    for _ in range(2):
+        store.post(hooked_queue.host.name, hooked_queue.name, {"n": 1}, settings=settings,
+                   posted_by="alice")  # fmt: skip
+    root = tmp_path / "other-server"
+    other = QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=False))
+    try:
+        for _ in range(3):
+            assert notify(store, now=timezone.now()).made <= 1
+            assert notify_pending(other, now=timezone.now()) == 0
+        assert other.queues() == []
+    finally:
+        other.close()
+    assert [json.loads(r.body)["event"] for r in receiver.requests] == ["queue.pending"]
+    assert Webhook.objects.get().pending_alerted

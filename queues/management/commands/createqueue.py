@@ -2,7 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from queues.models import DEFAULTS, StoreKind
-from queues.services import describe, save_queue
+from queues.services import describe, get_store, save_queue
 
 # option -> Queue field, for the settings the command line can change
 OPTIONS = {
@@ -103,4 +103,8 @@ class Command(BaseCommand):
             queue, created = save_queue(str(options["host"]), str(options["queue"]), **fields)
         except ValidationError as exc:
             raise CommandError(describe(exc)) from None
+        if queue.store == StoreKind.FILES:
+            # This machine serves the file queue from now on (its schedules and alerts run
+            # where its directories are): run the command on the server that holds it.
+            get_store().create_queue(queue.host.name, queue.name)
         self.stdout.write(f"{'created' if created else 'updated'} queue {queue}")

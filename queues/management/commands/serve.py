@@ -1,19 +1,26 @@
-import signal
-import subprocess
+"""`manage.py serve`: gunicorn, the sweep loop and log ingestion, kept running by
+queues/supervisor.py (whose docstring holds the restart and stop policy)."""
+
+import runpy
 import sys
-import time
 from pathlib import Path
-from types import FrameType
 
 from django.conf import settings
 from django.core.management import get_commands
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from queues.supervisor import Program, Supervisor
+
+# How much longer than gunicorn's graceful_timeout a stop waits before SIGKILL: gunicorn's
+# master kills its own workers at graceful_timeout, and needs a moment to say so and exit.
+GRACE_MARGIN_SECONDS = 5.0
 
 
 class Command(BaseCommand):
     help = (
-        "Run the whole server: gunicorn, the sweep loop and log ingestion. "
-        "Ctrl-C (or SIGTERM) stops everything it started."
+        "Run the whole server: gunicorn, the sweep loop and log ingestion. A part that dies "
+        "is started again (after 1 s, doubling to 60 s); one that cannot start stops serve. "
+        "Ctrl-C (or SIGTERM) stops everything it started; a second Ctrl-C at once."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -30,51 +37,43 @@ class Command(BaseCommand):
             metavar="S",
             help="seconds between the sweep loop's passes (default: 5)",
         )
+        parser.add_argument(
+            "--start-seconds",
+            type=float,
+            default=10.0,
+            metavar="S",
+            help="a part that ends this soon after serve started it cannot start, and serve "
+            "stops (default: 10)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
-        # Our own interpreter and fixed arguments: nothing here comes from a request.
-        children = [subprocess.Popen(argv) for argv in self.programs(options)]  # noqa: S603
-        stopping = False
-
-        def stop(signum: int, frame: FrameType | None) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
-        # Whichever child ends first (or a signal) ends them all: a half-running server
-        # that sweeps but does not serve, or serves but never sweeps, is worse than none.
-        while not stopping and all(child.poll() is None for child in children):
-            time.sleep(0.2)
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-        for child in children:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                child.kill()
-        failed = [child.args for child in children if child.returncode not in (0, -15)]
-        if failed and not stopping:
+        start_seconds = float(options["start_seconds"])  # type: ignore[arg-type]
+        if not start_seconds >= 0:
+            raise CommandError("--start-seconds must be a number of seconds, 0 or more.")
+        graceful = float(runpy.run_path(str(self.gunicorn_conf()))["graceful_timeout"])
+        supervisor = Supervisor(
+            self.programs(options),
+            grace=graceful + GRACE_MARGIN_SECONDS,
+            start_seconds=start_seconds,
+        )
+        if supervisor.run() != 0:
             sys.exit(1)
 
-    def programs(self, options: dict[str, object]) -> list[list[str]]:
+    def gunicorn_conf(self) -> Path:
+        return Path(settings.BASE_DIR) / "gunicorn.conf.py"
+
+    def programs(self, options: dict[str, object]) -> list[Program]:
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         python = sys.executable
-        gunicorn_conf = str(Path(settings.BASE_DIR) / "gunicorn.conf.py")
+        gunicorn = [python, "-m", "gunicorn", "-c", str(self.gunicorn_conf())]
+        web = [*gunicorn, "--bind", str(options["bind"]), "taskhoster_site.wsgi:application"]
         programs = [
-            [
-                python,
-                "-m",
-                "gunicorn",
-                "-c",
-                gunicorn_conf,
-                "--bind",
-                str(options["bind"]),
-                "taskhoster_site.wsgi:application",
-            ],
-            [python, manage, "sweep", "--loop", "--interval", str(options["sweep_interval"])],
+            Program("web", web),
+            Program(
+                "sweep",
+                [python, manage, "sweep", "--loop", "--interval", str(options["sweep_interval"])],
+            ),
         ]
         if "ingest_tasklogs" in get_commands():
-            programs.append([python, manage, "ingest_tasklogs", "--follow"])
+            programs.append(Program("ingest", [python, manage, "ingest_tasklogs", "--follow"]))
         return programs

@@ -1,0 +1,108 @@
+"""The bulk actions act on exactly the set the operator confirmed: a task that entered the
+filter's status after the count is left alone, and the report adds up to the count (done,
+cancel requested, refused, no longer matching)."""
+
+from __future__ import annotations
+
+import pytest
+
+from queues.services import get_store
+from tests.test_console import client_for
+from tests.test_queue_page import BULK, HOST, NAME, T0, URL, dict_of, each_store, hidden_fields
+from tests.test_queue_page import resize as resize  # the fixture
+
+pytestmark = pytest.mark.django_db
+
+
+def post_and_claim(queue, n: int, *, now: int = T0) -> list:
+    store, settings = get_store(), queue.to_settings()
+    for i in range(n):
+        store.post(HOST, NAME, {"n": i}, settings=settings, posted_by="alice", now=now + i)
+    return store.claim(HOST, NAME, settings=settings, worker="w", max_tasks=n, now=now + 50)
+
+
+def fail(queue, task, *, now: int | None) -> None:
+    get_store().fail(HOST, NAME, task.id, settings=queue.to_settings(), worker="w", attempt=1,
+                     now=now)  # fmt: skip
+
+
+def confirmed_run(client, form: dict, before_confirming=None) -> str:
+    """Count, let `before_confirming` change the queue, then confirm and walk to the end;
+    the report the queue page shows."""
+    page = client.post(BULK, form).content.decode()
+    if before_confirming is not None:
+        before_confirming()
+    fields = hidden_fields(page)
+    while True:
+        answer = client.post(BULK, dict_of(fields))
+        if answer.status_code == 302:
+            return client.get(answer["Location"]).content.decode()
+        fields = hidden_fields(answer.content.decode())
+
+
+def status_of(task) -> str:
+    return get_store().read(HOST, NAME, task.id).status.value
+
+
+@each_store
+def test_a_task_that_failed_after_the_count_is_not_retried(resize):
+    tasks = post_and_claim(resize, 4)
+    for task in (tasks[0], tasks[1], tasks[3]):
+        fail(resize, task, now=T0 + 100)
+    client = client_for("olga", role="operator", queue=resize)
+    report = confirmed_run(client, {"do": "retry:filter", "status": "failed"},
+                           lambda: fail(resize, tasks[2], now=None))  # fmt: skip
+    assert "retry: 3 done, 0 refused." in report
+    assert [status_of(t) for t in tasks] == ["pending", "pending", "failed", "pending"]
+
+
+@each_store
+def test_counted_tasks_that_left_the_status_are_reported_as_no_longer_matching(resize):
+    tasks = post_and_claim(resize, 3)
+    for task in tasks:
+        fail(resize, task, now=T0 + 100)
+    client = client_for("olga", role="operator", queue=resize)
+    settings = resize.to_settings()
+    report = confirmed_run(
+        client,
+        {"do": "retry:filter", "status": "failed"},
+        lambda: get_store().retry(HOST, NAME, tasks[1].id, settings=settings),
+    )
+    assert "retry: 2 done, 0 refused, 1 no longer matching, of 3 counted." in report
+
+
+@each_store
+def test_a_task_claimed_after_the_count_is_not_requeued(resize):
+    store, settings = get_store(), resize.to_settings()
+    early = store.post(HOST, NAME, {"n": 0}, settings=settings, posted_by="alice", now=T0).task
+    store.post(HOST, NAME, {"n": 1}, settings=settings, posted_by="alice", now=T0 + 1,
+               priority=5)  # fmt: skip
+    [counted] = store.claim(HOST, NAME, settings=settings, worker="w", now=T0 + 50)
+    client = client_for("olga", role="operator", queue=resize)
+    report = confirmed_run(
+        client,
+        {"do": "requeue:filter", "status": "processing"},
+        lambda: store.claim(HOST, NAME, settings=settings, worker="w"),
+    )
+    assert "requeue: 1 done, 0 refused." in report
+    assert status_of(counted) == "pending" and status_of(early) == "processing"
+
+
+@each_store
+def test_a_cancel_of_running_tasks_is_reported_as_requested_not_done(resize):
+    post_and_claim(resize, 2)
+    client = client_for("olga", role="operator", queue=resize)
+    report = confirmed_run(client, {"do": "cancel:filter", "status": "processing"})
+    assert "cancel: 0 done, 2 cancel requested (still running), 0 refused, of 2 counted." in report
+
+
+def test_ticked_running_tasks_cancelled_are_reported_as_requested(resize):
+    tasks = post_and_claim(resize, 2)
+    client = client_for("olga", role="operator", queue=resize)
+    ids = [t.id for t in tasks]
+    page = client.post(BULK, {"do": "cancel:selected", "ids": ids}).content.decode()
+    answer = client.post(BULK, dict_of(hidden_fields(page)), follow=True)
+    assert answer.redirect_chain[-1][0] == URL
+    assert "cancel: 0 done, 2 cancel requested (still running), 0 refused, of 2 counted." in (
+        answer.content.decode()
+    )
