@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 from .client import ApiError, Client
+from .log_format import handler_for, level_for
 from .worker import Cancelled, Fail, Job, Retry, is_transient, run_worker
 
 OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
@@ -34,6 +35,7 @@ STDERR_TAIL_CHARS = 2000  # what a failed command's report keeps of its standard
 WAIT_STEP_SECONDS = 30  # one waiting read of --wait
 
 T = TypeVar("T")
+command_log = logging.getLogger("taskhoster.command")
 
 
 class CliError(Exception):
@@ -122,6 +124,19 @@ def parser() -> argparse.ArgumentParser:
         help="seconds between SIGTERM and SIGKILL for a cancelled command",
     )
     work.add_argument("--claim-wait", type=int, default=5, help=argparse.SUPPRESS)
+    loudness = work.add_mutually_exclusive_group()
+    loudness.add_argument(
+        "--quiet", action="store_true", help="log only warnings: no banner, no line per task"
+    )
+    loudness.add_argument(
+        "--verbose", action="store_true", help="also log each line the commands write to stderr"
+    )
+    work.add_argument(
+        "--log-format",
+        choices=("human", "json"),
+        default="human",
+        help="the log on standard error: for people (default) or one JSON object per line",
+    )
     work.usage = "taskhoster work HOST/QUEUE [options] -- COMMAND ARGS..."
     watch = command("watch", "Print the queue's live events, one line each (Ctrl-C ends).")
     watch.add_argument("--task", metavar="ID", help="only this task's events")
@@ -316,30 +331,42 @@ class CommandRunner:
         # The command is the operator's own argv, run without a shell. In a process group of
         # its own: a terminal's Ctrl-C goes to the whole foreground group, and the first one
         # is `work`'s to handle (let the commands finish), not the commands' to die of.
-        proc = subprocess.Popen(  # noqa: S603
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            process_group=0,
-        )
-        outputs: list[tuple[bytes, bytes]] = []
+        err_read, err_write = os.pipe()
+        try:
+            proc = subprocess.Popen(  # noqa: S603
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err_write,
+                process_group=0,
+            )
+        finally:
+            os.close(err_write)
+        outputs: list[bytes] = []
+        err = bytearray()
         feed = json.dumps(job.item).encode()
-        talk = threading.Thread(target=lambda: outputs.append(proc.communicate(feed)), daemon=True)
-        talk.start()
+
+        def talk() -> None:
+            stderr = threading.Thread(target=_read_stderr, args=(job, err_read, err), daemon=True)
+            stderr.start()
+            outputs.append(proc.communicate(feed)[0])
+            stderr.join()
+
+        talking = threading.Thread(target=talk, daemon=True)
+        talking.start()
         ended_by = None
-        while talk.is_alive():
-            talk.join(0.2)
-            if ended_by is None and talk.is_alive():
+        while talking.is_alive():
+            talking.join(0.2)
+            if ended_by is None and talking.is_alive():
                 ended_by = self._reason_to_end(job)
                 if ended_by is not None:
                     threading.Thread(target=self._end, args=(proc,), daemon=True).start()
-        out, err = outputs[0] if outputs else (b"", b"")
+        out = outputs[0] if outputs else b""
         if ended_by == "cancel":
             raise Cancelled("cancelled: the command was terminated")
         if proc.returncode == 0 and ended_by is None:
             return command_result(out)
-        raise self._failure(job, proc.returncode, err)
+        raise self._failure(job, proc.returncode, bytes(err))
 
     @staticmethod
     def _reason_to_end(job: Job) -> str | None:
@@ -365,6 +392,21 @@ class CommandRunner:
         message = f"the command {how}" + (f": {last}" if last else "")
         # Retried while the task's attempt budget lasts, as a handler's exception is.
         return (CommandRetry if job.max_attempts else CommandFail)(message, details)
+
+
+def _read_stderr(job: Job, fd: int, kept: bytearray) -> None:
+    """Keep the tail of a command's standard error, and log each of its lines at DEBUG (shown
+    with `--verbose`)."""
+    with os.fdopen(fd, "rb") as stream:
+        # a line is read in pieces of at most 8 KiB, so a command that never ends one
+        # costs no more memory than that
+        for piece in iter(lambda: stream.readline(8192), b""):
+            kept.extend(piece)
+            del kept[: -STDERR_TAIL_CHARS * 4]  # bytes: enough for the tail's characters
+            if command_log.isEnabledFor(logging.DEBUG):
+                line = piece.decode(errors="replace").rstrip("\r\n")
+                fields = {"event": "stderr", "task": job.id, "line": line}
+                command_log.debug("task %s stderr: %s", job.id, line, extra=fields)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
@@ -402,7 +444,9 @@ def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
         raise CliError(USAGE, f"no such command: {argv[0]}")
     if args.concurrency < 1:
         raise CliError(USAGE, f"--concurrency must be at least 1 (got {args.concurrency})")
-    logging.basicConfig(level=logging.INFO, format="taskhoster: %(message)s")
+    root = logging.getLogger()
+    root.addHandler(handler_for(args.log_format))
+    root.setLevel(level_for(args.quiet, args.verbose))
     stop, abandon = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -18,6 +18,8 @@ QUEUES = {
     "cwcancel": {"lease_seconds": 1, "max_attempts": 3, "backoff_seconds": 0},
     "cwexit": {"lease_seconds": 60, "max_attempts": 2, "backoff_seconds": 0},
     "cwexitpool": {"lease_seconds": 60, "max_attempts": 1},
+    "cwlog": {"lease_seconds": 60, "max_attempts": 2, "backoff_seconds": 0},
+    "cwlogjson": {"lease_seconds": 60, "max_attempts": 1},
     "djcw": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwexit": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwodd": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
