@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 from .client import ApiError, Client
 from .log_format import handler_for, level_for
-from .worker import Cancelled, Fail, Job, Retry, is_transient, run_worker
+from .worker import Cancelled, Fail, Job, Retry, failure_summary, is_transient, run_worker
 
 OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
 TERMINAL = ("finished", "failed", "cancelled")
@@ -259,13 +259,39 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
 
 
 def wait_for_end(client: Client, host: str, queue: str, task: dict[str, Any]) -> dict[str, Any]:
+    """The task once it ended; on the way, a line on stderr for each attempt that failed and
+    would be retried, so a wait through retries is not silent."""
+    said = 0  # the attempts whose failure was said
     while task["status"] not in TERMINAL:
         task = with_backoff(
             lambda task=task: client.get(
                 host, queue, task["id"], wait=WAIT_STEP_SECONDS, since=task["updatedAt"]
             )
         )
+        said = say_failed_attempt(task, said)
     return task
+
+
+def say_failed_attempt(task: dict[str, Any], said: int) -> int:
+    """Say the last failed attempt of a task that will run again, unless it was said; answers
+    the attempts said so far."""
+    if task["status"] in TERMINAL or task.get("lastError") is None:
+        return said
+    # a pending task's attempts have all ended; a processing one's last is running
+    failed = int(task["attempts"]) - (1 if task["status"] == "processing" else 0)
+    if failed <= said:
+        return said
+    budget = task.get("maxAttempts")
+    of = f" of {budget}" if budget else ""
+    reason = failure_summary(task["lastError"])
+    line = f"taskhoster: task {task['id']} attempt {failed}{of} failed ({reason})"
+    available = task.get("availableAt")
+    if task["status"] == "pending" and isinstance(available, int | float):
+        line += f"; retrying in {max(available / 1000 - time.time(), 0):.0f} s"
+    elif task["status"] == "processing":
+        line += f"; attempt {failed + 1} is running"
+    print(line, file=sys.stderr, flush=True)
+    return failed
 
 
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:

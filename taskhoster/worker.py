@@ -295,7 +295,7 @@ def _say_outcome(job: Job, kind: str, body: Any, view: Any, seconds: float) -> N
     if kind == "cancelled":
         _say(job, "cancelled", f"cancelled after {seconds:.2f} s", seconds=round(seconds, 3))
         return
-    reason = _reason(body)
+    reason = failure_summary(body)
     view = view if isinstance(view, dict) else {}
     if kind == "retry" and view.get("status") == "pending":
         available = view.get("availableAt")
@@ -314,7 +314,7 @@ def _attempt_of(attempt: int, budget: int) -> str:
     return f"{attempt} of {budget}" if budget else str(attempt)
 
 
-def _reason(body: Any) -> str:
+def failure_summary(body: Any) -> str:
     """A failure body in a few words: a command's exit status and the last line of its
     standard error (the command line's body), else the first line of its error."""
     if not isinstance(body, dict):

@@ -115,3 +115,29 @@ def test_log_format_json_writes_one_object_per_line(live, clients, queues):
     )
     assert failed["message"].startswith(f"task {bad} failed in ")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", failed["at"])
+
+
+def test_post_wait_says_each_failed_attempt_and_the_wait_before_the_next(live, clients, queues):
+    env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["wendy"]}
+    argv = [sys.executable, "-m", "taskhoster.cli", "work", f"{HOST}/cwwait", "--claim-wait",
+            "1", "--quiet", "--", sys.executable, "-c", COMMAND]  # fmt: skip
+    worker = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        post = [sys.executable, "-m", "taskhoster.cli", "post", f"{HOST}/cwwait",
+                '{"n": 8, "exit": 3}', "--wait"]  # fmt: skip
+        waited = subprocess.run(post, env={**env, "TASKHOSTER_TOKEN": live.tokens["paul"]},
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=30)
+    assert waited.returncode == 1, waited.stderr
+    lines = waited.stderr.strip().splitlines()
+    assert len(lines) == 3, waited.stderr
+    # the backoff is 1 s, then 4 s (x4 per retry): each pending state is seen
+    for attempt, wait, line in zip((1, 2), ("[01]", "[34]"), lines, strict=False):
+        assert re.fullmatch(
+            rf"taskhoster: task [0-9a-f]+ attempt {attempt} of 3 failed "
+            rf"\(exit 3: no such file: 8\); retrying in {wait} s",
+            line,
+        ), waited.stderr
+    assert re.fullmatch(r"taskhoster: task [0-9a-f]+ failed \(attempts\)", lines[2]), lines
