@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 from .client import ApiError, Client
 from .log_format import handler_for, level_for
+from .task_table import table
 from .worker import Cancelled, Fail, Job, Retry, failure_summary, is_transient, run_worker
 
 OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
@@ -96,13 +97,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="wait for the task to end and print its result (exit 1 if it failed)",
     )
+    json_help = "print JSON lines (the status view), as when standard output is not a terminal"
     for name, text in (
-        ("status", "Print a task's status view as JSON."),
+        ("status", "Print a task's status: a table row on a terminal, else JSON."),
         ("cancel", "Cancel a task (a running one when its worker stops)."),
         ("retry", "Put a failed or cancelled task back to pending."),
     ):
-        command(name, text).add_argument("id", metavar="ID", help="the task's id")
-    listing = command("list", "List tasks, newest first, one JSON line each.")
+        viewer = command(name, text)
+        viewer.add_argument("id", metavar="ID", help="the task's id")
+        viewer.add_argument("--json", action="store_true", help=json_help)
+    listing = command(
+        "list", "List tasks, newest first: a table on a terminal, else one JSON line each."
+    )
+    listing.add_argument("--json", action="store_true", help=json_help)
     listing.add_argument("--status", choices=("pending", "processing", *TERMINAL))
     listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     work = command(
@@ -294,36 +301,44 @@ def say_failed_attempt(task: dict[str, Any], said: int) -> int:
     return failed
 
 
+def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """A table for a person at a terminal; JSON lines for `--json` and for a pipe or a file."""
+    if args.json or not sys.stdout.isatty():
+        for task in tasks:
+            print_json(task)
+    else:
+        print(table(tasks))
+
+
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    print_json(with_backoff(lambda: client.get(host, queue, args.id)))
+    show([with_backoff(lambda: client.get(host, queue, args.id))], args)
     return OK
 
 
 def cancel(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    print_json(with_backoff(lambda: client.cancel(host, queue, args.id)))
+    show([with_backoff(lambda: client.cancel(host, queue, args.id))], args)
     return OK
 
 
 def retry(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    print_json(with_backoff(lambda: client.retry(host, queue, args.id)))
+    show([with_backoff(lambda: client.retry(host, queue, args.id))], args)
     return OK
 
 
 def list_tasks(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(USAGE, f"--limit must be at least 1 (got {args.limit})")
-    shown = 0
-    while shown < args.limit:
+    tasks: list[dict[str, Any]] = []
+    while (shown := len(tasks)) < args.limit:
         page = with_backoff(
             lambda shown=shown: client.list(
                 host, queue, status=args.status, offset=shown, limit=min(args.limit - shown, 200)
             )
         )
-        for task in page["results"]:
-            print_json(task)
-        shown += len(page["results"])
+        tasks.extend(page["results"])
         if not page.get("next") or not page["results"]:
             break
+    show(tasks, args)
     return OK
 
 

@@ -20,6 +20,7 @@ QUEUES = {
     "cwexitpool": {"lease_seconds": 60, "max_attempts": 1},
     "cwlog": {"lease_seconds": 60, "max_attempts": 2, "backoff_seconds": 0},
     "cwwait": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 1},
+    "cwtable": {"lease_seconds": 60, "max_attempts": 3},
     "cwlogjson": {"lease_seconds": 60, "max_attempts": 1},
     "djcw": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwexit": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
