@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from .client import ApiError, Client
@@ -52,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--url",
-        default=os.environ.get("TASKHOSTER_URL"),
+        default=None,
         help="the server, e.g. https://tasks.example.com (default $TASKHOSTER_URL)",
     )
     common.add_argument(
@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     split = words.index("--") if "--" in words else len(words)
     args = parser().parse_args(words[:split])
     args.argv = words[split + 1 :]
+    # the name of what gave the URL, for a message about it
+    url_from = "--url" if args.url else "TASKHOSTER_URL"
+    args.url = args.url or os.environ.get("TASKHOSTER_URL")
     try:
         if not args.url:
             raise CliError(USAGE, "no server: set TASKHOSTER_URL or pass --url")
@@ -164,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             raise CliError(USAGE, f"HOST/QUEUE expected, e.g. ex.com/resize (got {args.target!r})")
         try:
             client = Client(args.url, args.token, timeout=30)
-        except ValueError as exc:
-            raise CliError(UNREACHABLE, str(exc)) from None
+        except ValueError:
+            raise CliError(UNREACHABLE, url_problem(url_from, args.url)) from None
         return int(COMMANDS[args.command](client, host, queue, args))
     except CliError as exc:
         print(f"taskhoster: {exc.message}", file=sys.stderr)
@@ -178,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         return UNREACHABLE
     except KeyboardInterrupt:
         return 130
+
+
+def url_problem(name: str, url: str) -> str:
+    said = f"{name} must be http(s)://host[:port][/prefix], not {url!r}"
+    if "://" not in url:  # a bare host:port, the likeliest slip
+        said += f" (did you mean http://{url}?)"
+    return said
 
 
 def exit_status(exc: ApiError) -> int:
@@ -202,7 +212,14 @@ def with_backoff(call: Callable[[], T]) -> T:
             if attempt + 1 >= TRANSIENT_TRIES:
                 raise
             after = exc.headers.get("retry-after") if isinstance(exc, ApiError) else None
-            time.sleep(min(float(after), 30) if after else 0.5 * 2**attempt)
+            pause = min(float(after), 30) if after else 0.5 * 2**attempt
+            if attempt == 0:  # said once, so a wrong port is not a silent wait
+                why = (
+                    "connection refused" if isinstance(exc, OSError) else f"{exc.status} {exc.code}"
+                )
+                print(f"taskhoster: {why}; retrying ({TRANSIENT_TRIES - 1} more tries)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            time.sleep(pause)
     raise AssertionError("unreachable")
 
 
@@ -223,19 +240,36 @@ def parse_item(text: str, where: str) -> dict[str, Any]:
     return item
 
 
-def items(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str | None]]:
-    if args.from_file:
-        if args.item is not None:
-            raise CliError(USAGE, "give ITEM_JSON or --from-file, not both")
+def items(args: argparse.Namespace) -> list[tuple[dict[str, Any], str | None]]:
+    """The items to post, each with its idempotency key. A file is checked whole first: one bad
+    line refuses it all, naming every bad line, so nothing is posted from a file half right."""
+    if not args.from_file:
+        text = sys.stdin.read() if args.item in (None, "-") else args.item
+        return [(parse_item(text, "the item"), args.key)]
+    if args.item is not None:
+        raise CliError(USAGE, "give ITEM_JSON or --from-file, not both")
+    try:
         stream = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
         with stream:
-            for number, line in enumerate(stream, 1):
-                if line.strip():
-                    key = f"{args.key}-{number}" if args.key else None
-                    yield parse_item(line, f"{args.from_file} line {number}"), key
-        return
-    text = sys.stdin.read() if args.item in (None, "-") else args.item
-    yield parse_item(text, "the item"), args.key
+            lines = list(enumerate(stream, 1))
+    except (OSError, UnicodeDecodeError) as exc:  # not the server's: said as the file's
+        raise CliError(REFUSED, f"cannot read {args.from_file}: {exc}") from None
+    found, bad = [], []
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            item = parse_item(line, f"line {number}")
+        except CliError as exc:
+            bad.append(exc.message)
+            continue
+        found.append((item, f"{args.key}-{number}" if args.key else None))
+    if bad:
+        raise CliError(
+            REFUSED,
+            f"{args.from_file}: {len(bad)} bad line(s), nothing was posted\n  " + "\n  ".join(bad),
+        )
+    return found
 
 
 def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
@@ -532,6 +566,10 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
     while True:
         try:
             last_id = follow(client, path, last_id)
+        except ApiError as exc:
+            # the server's hint is for the URL; this user types an option
+            exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
+            raise
         except (OSError, http.client.HTTPException) as exc:
             if last_id is None:
                 raise
