@@ -39,6 +39,7 @@ threads = int(os.environ.get("TASKHOSTER_WEB_THREADS", "64"))
 timeout = 90
 graceful_timeout = 20
 accesslog = "-"
+logger_class = "taskhoster_site.access_log.QuietAccessLogger"  # no line per successful claim
 # In this installation's var/ (as settings.VAR_DIR), not gunicorn's one path in $HOME that
 # every gunicorn on the machine would share.
 _var = os.environ.get("TASKHOSTER_VAR_DIR", "var")
