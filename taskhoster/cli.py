@@ -563,9 +563,24 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
     if args.task:
         path += f"?task={args.task}"
     last_id: str | None = None
+    opened = False
+
+    def on_open() -> bool:
+        """Once subscribed to a task (so nothing after this is missed), say where it stands
+        now: a task already running or ended is not a blank screen. Answers whether to go on."""
+        nonlocal opened
+        if opened or not args.task:
+            return True
+        opened = True
+        task = with_backoff(lambda: client.get(host, queue, args.task))
+        print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
+        return task["status"] not in TERMINAL  # an ended task has nothing more to show
+
     while True:
         try:
-            last_id = follow(client, path, last_id)
+            last_id = follow(client, path, last_id, on_open)
+            if last_id is STOPPED:
+                return OK
         except ApiError as exc:
             # the server's hint is for the URL; this user types an option
             exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
@@ -577,7 +592,18 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         time.sleep(1)
 
 
-def follow(client: Client, path: str, last_id: str | None) -> str | None:
+STOPPED = "stopped"  # follow's answer when on_open said not to go on
+
+
+def iso_utc(epoch_ms: int) -> str:
+    """An epoch-ms time as the event lines write `at`."""
+    seconds, ms = divmod(int(epoch_ms), 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
+
+
+def follow(
+    client: Client, path: str, last_id: str | None, on_open: Callable[[], bool] | None = None
+) -> str | None:
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
     headers = {"Accept": "text/event-stream"}
@@ -595,6 +621,9 @@ def follow(client: Client, path: str, last_id: str | None) -> str | None:
             info.get("code", "http_error"),
             info.get("detail", body[:200].decode(errors="replace")),
         )
+    if on_open is not None and not on_open():
+        conn.close()
+        return STOPPED
     message: dict[str, str] = {}
     while True:
         raw = response.readline()

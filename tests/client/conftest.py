@@ -22,6 +22,7 @@ QUEUES = {
     "cwwait": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 1},
     "cwtable": {"lease_seconds": 60, "max_attempts": 3},
     "cwfile": {"lease_seconds": 60, "max_attempts": 1},
+    "cwwatch": {"lease_seconds": 60, "max_attempts": 3},
     "cwlogjson": {"lease_seconds": 60, "max_attempts": 1},
     "djcw": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwexit": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -78,3 +79,43 @@ def test_post_from_a_file_that_cannot_be_read_says_so(tmp_path):
     done = cli("post", f"{HOST}/cwfile", "--from-file", str(missing), "--url", "http://a.b")
     assert done.returncode == REFUSED
     assert done.stderr.startswith(f"taskhoster: cannot read {missing}: [Errno 2]")
+
+
+def line_of(proc: subprocess.Popen[str], timeout: float = 20) -> list[str]:
+    """The next line of its output, split; [] when none came within the timeout."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return lines[0].split() if lines else []
+
+
+@pytest.mark.slow
+def test_watch_task_says_where_a_running_task_stands_then_follows_it(live, clients, queues):
+    task = clients["paul"].post(HOST, "cwwatch", {"n": 1})
+    claimed = clients["wendy"].claim(HOST, "cwwatch", "box-9")
+    assert claimed["id"] == task["id"]
+    argv = [sys.executable, "-m", "taskhoster.cli", "watch", f"{HOST}/cwwatch", "--task",
+            task["id"]]  # fmt: skip
+    env = {**os.environ, **as_user(live, "paul")}
+    watcher = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    try:
+        first = line_of(watcher)  # said before anything else happens
+        clients["wendy"].result(HOST, "cwwatch", task["id"], "box-9", 1, {"ok": True})
+        then = line_of(watcher)
+    finally:
+        watcher.terminate()
+        watcher.communicate(timeout=10)
+    assert first[1:] == ["now", task["id"], "processing", "attempts=1"]
+    assert first[0].endswith("Z") and "T" in first[0]
+    assert then[1:4] == ["result", task["id"], "finished"]
+
+
+@pytest.mark.slow
+def test_watch_task_of_an_ended_task_says_how_it_ended_and_exits(live, clients, queues):
+    task = clients["paul"].post(HOST, "cwwatch", {"n": 2})
+    clients["paul"].cancel(HOST, "cwwatch", task["id"])
+    done = cli("watch", f"{HOST}/cwwatch", "--task", task["id"], env=as_user(live, "paul"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1:] == ["now", task["id"], "cancelled", "attempts=0"]
