@@ -180,11 +180,26 @@ def run_worker(
                          "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
             for task in answer.tasks:
                 job = Job(client, host, queue, worker, task, abandoned=abandon)
-                pool.start(lambda job=job: handle(job, handler, lease=lease, reporter=reporter))
+                pool.start(lambda job=job: handle(job, handler, lease=lease, reporter=reporter),
+                           job)  # fmt: skip
                 claimed += 1
     finally:
         pool.wait_all(abandon)
+        for job in pool.jobs():  # left running: say which come back, and when
+            _say_left(job)
     return claimed
+
+
+def _say_left(job: Job) -> None:
+    """A task the worker leaves running: the API has no way to hand it back uncounted, so
+    its lease runs out and the sweep puts it back; say when."""
+    left = job.lease_left()
+    if left is None:
+        text = "left running: when its lease ends, the sweep puts it back to pending"
+    else:
+        until = time.strftime("%H:%M:%S UTC", time.gmtime(time.time() + left))
+        text = f"left running: its lease ends at {until}, then the sweep puts it back to pending"
+    _say(job, "abandoned", text, logging.WARNING)
 
 
 def is_transient(exc: ApiError) -> bool:
@@ -198,6 +213,7 @@ class _Pool:
     def __init__(self, size: int) -> None:
         self.size = size
         self.running: set[threading.Thread] = set()
+        self.job_of: dict[threading.Thread, Job] = {}
         self.changed = threading.Condition()
 
     def wait_for_a_slot(self, stop: threading.Event) -> int:
@@ -207,7 +223,12 @@ class _Pool:
                 self.changed.wait(0.5)  # a stop is noticed within half a second
             return 0 if stop.is_set() else self.size - len(self.running)
 
-    def start(self, work: Callable[[], None]) -> None:
+    def jobs(self) -> list[Job]:
+        """The jobs whose handlers are still running."""
+        with self.changed:
+            return [self.job_of[thread] for thread in self.running if thread in self.job_of]
+
+    def start(self, work: Callable[[], None], job: Job | None = None) -> None:
         def run() -> None:
             try:
                 work()
@@ -216,11 +237,14 @@ class _Pool:
             finally:
                 with self.changed:
                     self.running.discard(thread)
+                    self.job_of.pop(thread, None)
                     self.changed.notify_all()
 
         thread = threading.Thread(target=run, daemon=True)
         with self.changed:
             self.running.add(thread)
+            if job is not None:
+                self.job_of[thread] = job
         thread.start()
 
     def wait_all(self, abandon: threading.Event) -> None:
@@ -248,8 +272,7 @@ def handle(job: Job, handler: Handler, *, lease: int, reporter: _Reporter | None
              logging.WARNING)  # fmt: skip
         return
     if job.abandoned.is_set():
-        _say(job, "abandoned", "left running: the worker is leaving; its lease will put it back",
-             logging.WARNING)  # fmt: skip
+        _say_left(job)  # its outcome is not reported
         return
     kind, body = outcome
     if reporter is not None and kind != "cancelled":

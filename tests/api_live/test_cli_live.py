@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -260,6 +261,9 @@ def test_a_second_sigterm_ends_the_commands_and_leaves_the_tasks_to_the_lease(
     worker.send_signal(signal.SIGTERM)
     _out, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
+    for id in posted:  # it says which tasks come back, and when
+        assert re.search(rf"task {id} left running: its lease ends at \d\d:\d\d:\d\d UTC, "
+                         "then the sweep puts it back to pending", err), err  # fmt: skip
     eventually(lambda: not any(alive(pid) for pid in pids))
     time.sleep(2.5)  # the 2 s leases run out
     live.sweep()
