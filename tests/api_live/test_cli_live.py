@@ -340,7 +340,7 @@ def test_a_server_that_cannot_be_reached_or_a_wrong_url_exits_3(live):
     closed = cli(live, "status", f"{HOST}/cli", "0" * 16, url=f"http://127.0.0.1:{free_port()}")
     assert closed.returncode == UNREACHABLE and "cannot reach" in closed.stderr
     wrong = cli(live, "status", f"{HOST}/cli", "0" * 16, url="ftp://example.com")
-    assert wrong.returncode == UNREACHABLE and "base_url must be" in wrong.stderr
+    assert wrong.returncode == UNREACHABLE and "TASKHOSTER_URL must be" in wrong.stderr
 
 
 def test_every_command_has_help(live):
