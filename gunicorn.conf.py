@@ -42,6 +42,11 @@ timeout = 90
 # longer than this before their own SIGKILL.
 graceful_timeout = 20
 accesslog = "-"
+logger_class = "taskhoster_site.access_log.QuietAccessLogger"  # no line per successful claim
+# In this installation's var/ (as settings.VAR_DIR), not gunicorn's one path in $HOME that
+# every gunicorn on the machine would share.
+_var = os.environ.get("TASKHOSTER_VAR_DIR", "var")
+control_socket = os.path.join(os.path.dirname(os.path.abspath(__file__)), _var, "gunicorn.ctl")
 
 
 def post_worker_init(worker: object) -> None:

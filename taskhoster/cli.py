@@ -21,11 +21,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from .client import ApiError, Client
-from .worker import Cancelled, Fail, Job, Retry, is_transient, run_worker
+from .log_format import handler_for, level_for
+from .task_table import table
+from .worker import Cancelled, Fail, Job, Retry, failure_summary, is_transient, run_worker
 
 OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
 TERMINAL = ("finished", "failed", "cancelled")
@@ -34,6 +36,7 @@ STDERR_TAIL_CHARS = 2000  # what a failed command's report keeps of its standard
 WAIT_STEP_SECONDS = 30  # one waiting read of --wait
 
 T = TypeVar("T")
+command_log = logging.getLogger("taskhoster.command")
 
 
 class CliError(Exception):
@@ -49,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--url",
-        default=os.environ.get("TASKHOSTER_URL"),
+        default=None,
         help="the server, e.g. https://tasks.example.com (default $TASKHOSTER_URL)",
     )
     common.add_argument(
@@ -94,13 +97,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="wait for the task to end and print its result (exit 1 if it failed)",
     )
+    json_help = "print JSON lines (the status view), as when standard output is not a terminal"
     for name, text in (
-        ("status", "Print a task's status view as JSON."),
+        ("status", "Print a task's status: a table row on a terminal, else JSON."),
         ("cancel", "Cancel a task (a running one when its worker stops)."),
         ("retry", "Put a failed or cancelled task back to pending."),
     ):
-        command(name, text).add_argument("id", metavar="ID", help="the task's id")
-    listing = command("list", "List tasks, newest first, one JSON line each.")
+        viewer = command(name, text)
+        viewer.add_argument("id", metavar="ID", help="the task's id")
+        viewer.add_argument("--json", action="store_true", help=json_help)
+    listing = command(
+        "list", "List tasks, newest first: a table on a terminal, else one JSON line each."
+    )
+    listing.add_argument("--json", action="store_true", help=json_help)
     listing.add_argument("--status", choices=("pending", "processing", *TERMINAL))
     listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     work = command(
@@ -122,6 +131,19 @@ def parser() -> argparse.ArgumentParser:
         help="seconds between SIGTERM and SIGKILL for a cancelled command",
     )
     work.add_argument("--claim-wait", type=int, default=5, help=argparse.SUPPRESS)
+    loudness = work.add_mutually_exclusive_group()
+    loudness.add_argument(
+        "--quiet", action="store_true", help="log only warnings: no banner, no line per task"
+    )
+    loudness.add_argument(
+        "--verbose", action="store_true", help="also log each line the commands write to stderr"
+    )
+    work.add_argument(
+        "--log-format",
+        choices=("human", "json"),
+        default="human",
+        help="the log on standard error: for people (default) or one JSON object per line",
+    )
     work.usage = "taskhoster work HOST/QUEUE [options] -- COMMAND ARGS..."
     watch = command("watch", "Print the queue's live events, one line each (Ctrl-C ends).")
     watch.add_argument("--task", metavar="ID", help="only this task's events")
@@ -134,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     split = words.index("--") if "--" in words else len(words)
     args = parser().parse_args(words[:split])
     args.argv = words[split + 1 :]
+    # the name of what gave the URL, for a message about it
+    url_from = "--url" if args.url else "TASKHOSTER_URL"
+    args.url = args.url or os.environ.get("TASKHOSTER_URL")
     try:
         if not args.url:
             raise CliError(USAGE, "no server: set TASKHOSTER_URL or pass --url")
@@ -142,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             raise CliError(USAGE, f"HOST/QUEUE expected, e.g. ex.com/resize (got {args.target!r})")
         try:
             client = Client(args.url, args.token, timeout=30)
-        except ValueError as exc:
-            raise CliError(UNREACHABLE, str(exc)) from None
+        except ValueError:
+            raise CliError(UNREACHABLE, url_problem(url_from, args.url)) from None
         return int(COMMANDS[args.command](client, host, queue, args))
     except CliError as exc:
         print(f"taskhoster: {exc.message}", file=sys.stderr)
@@ -156,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         return UNREACHABLE
     except KeyboardInterrupt:
         return 130
+
+
+def url_problem(name: str, url: str) -> str:
+    said = f"{name} must be http(s)://host[:port][/prefix], not {url!r}"
+    if "://" not in url:  # a bare host:port, the likeliest slip
+        said += f" (did you mean http://{url}?)"
+    return said
 
 
 def exit_status(exc: ApiError) -> int:
@@ -180,7 +212,14 @@ def with_backoff(call: Callable[[], T]) -> T:
             if attempt + 1 >= TRANSIENT_TRIES:
                 raise
             after = exc.headers.get("retry-after") if isinstance(exc, ApiError) else None
-            time.sleep(min(float(after), 30) if after else 0.5 * 2**attempt)
+            pause = min(float(after), 30) if after else 0.5 * 2**attempt
+            if attempt == 0:  # said once, so a wrong port is not a silent wait
+                why = (
+                    "connection refused" if isinstance(exc, OSError) else f"{exc.status} {exc.code}"
+                )
+                print(f"taskhoster: {why}; retrying ({TRANSIENT_TRIES - 1} more tries)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            time.sleep(pause)
     raise AssertionError("unreachable")
 
 
@@ -201,19 +240,36 @@ def parse_item(text: str, where: str) -> dict[str, Any]:
     return item
 
 
-def items(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str | None]]:
-    if args.from_file:
-        if args.item is not None:
-            raise CliError(USAGE, "give ITEM_JSON or --from-file, not both")
+def items(args: argparse.Namespace) -> list[tuple[dict[str, Any], str | None]]:
+    """The items to post, each with its idempotency key. A file is checked whole first: one bad
+    line refuses it all, naming every bad line, so nothing is posted from a file half right."""
+    if not args.from_file:
+        text = sys.stdin.read() if args.item in (None, "-") else args.item
+        return [(parse_item(text, "the item"), args.key)]
+    if args.item is not None:
+        raise CliError(USAGE, "give ITEM_JSON or --from-file, not both")
+    try:
         stream = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
         with stream:
-            for number, line in enumerate(stream, 1):
-                if line.strip():
-                    key = f"{args.key}-{number}" if args.key else None
-                    yield parse_item(line, f"{args.from_file} line {number}"), key
-        return
-    text = sys.stdin.read() if args.item in (None, "-") else args.item
-    yield parse_item(text, "the item"), args.key
+            lines = list(enumerate(stream, 1))
+    except (OSError, UnicodeDecodeError) as exc:  # not the server's: said as the file's
+        raise CliError(REFUSED, f"cannot read {args.from_file}: {exc}") from None
+    found, bad = [], []
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            item = parse_item(line, f"line {number}")
+        except CliError as exc:
+            bad.append(exc.message)
+            continue
+        found.append((item, f"{args.key}-{number}" if args.key else None))
+    if bad:
+        raise CliError(
+            REFUSED,
+            f"{args.from_file}: {len(bad)} bad line(s), nothing was posted\n  " + "\n  ".join(bad),
+        )
+    return found
 
 
 def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
@@ -244,45 +300,79 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
 
 
 def wait_for_end(client: Client, host: str, queue: str, task: dict[str, Any]) -> dict[str, Any]:
+    """The task once it ended; on the way, a line on stderr for each attempt that failed and
+    would be retried, so a wait through retries is not silent."""
+    said = 0  # the attempts whose failure was said
     while task["status"] not in TERMINAL:
         task = with_backoff(
             lambda task=task: client.get(
                 host, queue, task["id"], wait=WAIT_STEP_SECONDS, since=task["updatedAt"]
             )
         )
+        said = say_failed_attempt(task, said)
     return task
 
 
+def say_failed_attempt(task: dict[str, Any], said: int) -> int:
+    """Say the last failed attempt of a task that will run again, unless it was said; answers
+    the attempts said so far."""
+    if task["status"] in TERMINAL or task.get("lastError") is None:
+        return said
+    # a pending task's attempts have all ended; a processing one's last is running
+    failed = int(task["attempts"]) - (1 if task["status"] == "processing" else 0)
+    if failed <= said:
+        return said
+    budget = task.get("maxAttempts")
+    of = f" of {budget}" if budget else ""
+    reason = failure_summary(task["lastError"])
+    line = f"taskhoster: task {task['id']} attempt {failed}{of} failed ({reason})"
+    available = task.get("availableAt")
+    if task["status"] == "pending" and isinstance(available, int | float):
+        line += f"; retrying in {max(available / 1000 - time.time(), 0):.0f} s"
+    elif task["status"] == "processing":
+        line += f"; attempt {failed + 1} is running"
+    print(line, file=sys.stderr, flush=True)
+    return failed
+
+
+def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """A table for a person at a terminal; JSON lines for `--json` and for a pipe or a file."""
+    if args.json or not sys.stdout.isatty():
+        for task in tasks:
+            print_json(task)
+    else:
+        print(table(tasks))
+
+
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    print_json(with_backoff(lambda: client.get(host, queue, args.id)))
+    show([with_backoff(lambda: client.get(host, queue, args.id))], args)
     return OK
 
 
 def cancel(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    print_json(with_backoff(lambda: client.cancel(host, queue, args.id)))
+    show([with_backoff(lambda: client.cancel(host, queue, args.id))], args)
     return OK
 
 
 def retry(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    print_json(with_backoff(lambda: client.retry(host, queue, args.id)))
+    show([with_backoff(lambda: client.retry(host, queue, args.id))], args)
     return OK
 
 
 def list_tasks(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(USAGE, f"--limit must be at least 1 (got {args.limit})")
-    shown = 0
-    while shown < args.limit:
+    tasks: list[dict[str, Any]] = []
+    while (shown := len(tasks)) < args.limit:
         page = with_backoff(
             lambda shown=shown: client.list(
                 host, queue, status=args.status, offset=shown, limit=min(args.limit - shown, 200)
             )
         )
-        for task in page["results"]:
-            print_json(task)
-        shown += len(page["results"])
+        tasks.extend(page["results"])
         if not page.get("next") or not page["results"]:
             break
+    show(tasks, args)
     return OK
 
 
@@ -316,30 +406,42 @@ class CommandRunner:
         # The command is the operator's own argv, run without a shell. In a process group of
         # its own: a terminal's Ctrl-C goes to the whole foreground group, and the first one
         # is `work`'s to handle (let the commands finish), not the commands' to die of.
-        proc = subprocess.Popen(  # noqa: S603
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            process_group=0,
-        )
-        outputs: list[tuple[bytes, bytes]] = []
+        err_read, err_write = os.pipe()
+        try:
+            proc = subprocess.Popen(  # noqa: S603
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err_write,
+                process_group=0,
+            )
+        finally:
+            os.close(err_write)
+        outputs: list[bytes] = []
+        err = bytearray()
         feed = json.dumps(job.item).encode()
-        talk = threading.Thread(target=lambda: outputs.append(proc.communicate(feed)), daemon=True)
-        talk.start()
+
+        def talk() -> None:
+            stderr = threading.Thread(target=_read_stderr, args=(job, err_read, err), daemon=True)
+            stderr.start()
+            outputs.append(proc.communicate(feed)[0])
+            stderr.join()
+
+        talking = threading.Thread(target=talk, daemon=True)
+        talking.start()
         ended_by = None
-        while talk.is_alive():
-            talk.join(0.2)
-            if ended_by is None and talk.is_alive():
+        while talking.is_alive():
+            talking.join(0.2)
+            if ended_by is None and talking.is_alive():
                 ended_by = self._reason_to_end(job)
                 if ended_by is not None:
                     threading.Thread(target=self._end, args=(proc,), daemon=True).start()
-        out, err = outputs[0] if outputs else (b"", b"")
+        out = outputs[0] if outputs else b""
         if ended_by == "cancel":
             raise Cancelled("cancelled: the command was terminated")
         if proc.returncode == 0 and ended_by is None:
             return command_result(out)
-        raise self._failure(job, proc.returncode, err)
+        raise self._failure(job, proc.returncode, bytes(err))
 
     @staticmethod
     def _reason_to_end(job: Job) -> str | None:
@@ -365,6 +467,21 @@ class CommandRunner:
         message = f"the command {how}" + (f": {last}" if last else "")
         # Retried while the task's attempt budget lasts, as a handler's exception is.
         return (CommandRetry if job.max_attempts else CommandFail)(message, details)
+
+
+def _read_stderr(job: Job, fd: int, kept: bytearray) -> None:
+    """Keep the tail of a command's standard error, and log each of its lines at DEBUG (shown
+    with `--verbose`)."""
+    with os.fdopen(fd, "rb") as stream:
+        # a line is read in pieces of at most 8 KiB, so a command that never ends one
+        # costs no more memory than that
+        for piece in iter(lambda: stream.readline(8192), b""):
+            kept.extend(piece)
+            del kept[: -STDERR_TAIL_CHARS * 4]  # bytes: enough for the tail's characters
+            if command_log.isEnabledFor(logging.DEBUG):
+                line = piece.decode(errors="replace").rstrip("\r\n")
+                fields = {"event": "stderr", "task": job.id, "line": line}
+                command_log.debug("task %s stderr: %s", job.id, line, extra=fields)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
@@ -402,7 +519,9 @@ def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
         raise CliError(USAGE, f"no such command: {argv[0]}")
     if args.concurrency < 1:
         raise CliError(USAGE, f"--concurrency must be at least 1 (got {args.concurrency})")
-    logging.basicConfig(level=logging.INFO, format="taskhoster: %(message)s")
+    root = logging.getLogger()
+    root.addHandler(handler_for(args.log_format))
+    root.setLevel(level_for(args.quiet, args.verbose))
     stop, abandon = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -444,9 +563,28 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
     if args.task:
         path += f"?task={args.task}"
     last_id: str | None = None
+    opened = False
+
+    def on_open() -> bool:
+        """Once subscribed to a task (so nothing after this is missed), say where it stands
+        now: a task already running or ended is not a blank screen. Answers whether to go on."""
+        nonlocal opened
+        if opened or not args.task:
+            return True
+        opened = True
+        task = with_backoff(lambda: client.get(host, queue, args.task))
+        print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
+        return task["status"] not in TERMINAL  # an ended task has nothing more to show
+
     while True:
         try:
-            last_id = follow(client, path, last_id)
+            last_id = follow(client, path, last_id, on_open)
+            if last_id is STOPPED:
+                return OK
+        except ApiError as exc:
+            # the server's hint is for the URL; this user types an option
+            exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
+            raise
         except (OSError, http.client.HTTPException) as exc:
             if last_id is None:
                 raise
@@ -454,7 +592,18 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         time.sleep(1)
 
 
-def follow(client: Client, path: str, last_id: str | None) -> str | None:
+STOPPED = "stopped"  # follow's answer when on_open said not to go on
+
+
+def iso_utc(epoch_ms: int) -> str:
+    """An epoch-ms time as the event lines write `at`."""
+    seconds, ms = divmod(int(epoch_ms), 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
+
+
+def follow(
+    client: Client, path: str, last_id: str | None, on_open: Callable[[], bool] | None = None
+) -> str | None:
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
     headers = {"Accept": "text/event-stream"}
@@ -472,6 +621,9 @@ def follow(client: Client, path: str, last_id: str | None) -> str | None:
             info.get("code", "http_error"),
             info.get("detail", body[:200].decode(errors="replace")),
         )
+    if on_open is not None and not on_open():
+        conn.close()
+        return STOPPED
     message: dict[str, str] = {}
     while True:
         raw = response.readline()

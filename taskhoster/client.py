@@ -52,6 +52,7 @@ class Client:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port][/prefix], not {base_url!r}")
         self.scheme, self.netloc = parts.scheme, parts.netloc
+        self.base_url = base_url.rstrip("/")
         self.prefix = parts.path.rstrip("/") + "/api/v1"
         self.token, self.timeout = token, timeout
         self._local = threading.local()

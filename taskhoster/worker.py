@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 import traceback
@@ -147,7 +148,7 @@ def run_worker(
     reporter = _Reporter(client, host, queue, worker) if (
         concurrency > 1 if batch is None else batch
     ) else None  # fmt: skip
-    claimed, paused, pause = 0, False, ERROR_PAUSE_SECONDS
+    claimed, paused, pause, answered = 0, False, ERROR_PAUSE_SECONDS, False
     try:
         while not stop.is_set() and (max_tasks is None or claimed < max_tasks):
             free = pool.wait_for_a_slot(stop)
@@ -155,7 +156,10 @@ def run_worker(
                 continue
             want = free if max_tasks is None else min(free, max_tasks - claimed)
             try:
-                answer = client.claim_answer(host, queue, worker, wait=wait, lease=lease,
+                # The first claim does not wait: the banner says at once that the server and
+                # the token are good (or the refusal ends the loop at once).
+                answer = client.claim_answer(host, queue, worker, wait=wait if answered else 0,
+                                             lease=lease,
                                              max=want if want > 1 else None)  # fmt: skip
             except (ApiError, OSError) as exc:
                 if isinstance(exc, ApiError) and not is_transient(exc):
@@ -165,17 +169,37 @@ def run_worker(
                 pause = min(pause * 2, MAX_ERROR_PAUSE_SECONDS)
                 continue
             pause = ERROR_PAUSE_SECONDS
+            if not answered:  # said once the server took a claim: the worker is at work
+                answered = True
+                log.info("worker %s ready: %s/%s at %s, concurrency %d", worker, host, queue,
+                         client.base_url, concurrency,
+                         extra={"event": "ready", "worker": worker})  # fmt: skip
             if answer.paused != paused:  # said once when it changes, not on every claim
                 paused = answer.paused
                 log.info("queue %s/%s %s", host, queue,
                          "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
             for task in answer.tasks:
                 job = Job(client, host, queue, worker, task, abandoned=abandon)
-                pool.start(lambda job=job: handle(job, handler, lease=lease, reporter=reporter))
+                pool.start(lambda job=job: handle(job, handler, lease=lease, reporter=reporter),
+                           job)  # fmt: skip
                 claimed += 1
     finally:
         pool.wait_all(abandon)
+        for job in pool.jobs():  # left running: say which come back, and when
+            _say_left(job)
     return claimed
+
+
+def _say_left(job: Job) -> None:
+    """A task the worker leaves running: the API has no way to hand it back uncounted, so
+    its lease runs out and the sweep puts it back; say when."""
+    left = job.lease_left()
+    if left is None:
+        text = "left running: when its lease ends, the sweep puts it back to pending"
+    else:
+        until = time.strftime("%H:%M:%S UTC", time.gmtime(time.time() + left))
+        text = f"left running: its lease ends at {until}, then the sweep puts it back to pending"
+    _say(job, "abandoned", text, logging.WARNING)
 
 
 def is_transient(exc: ApiError) -> bool:
@@ -189,6 +213,7 @@ class _Pool:
     def __init__(self, size: int) -> None:
         self.size = size
         self.running: set[threading.Thread] = set()
+        self.job_of: dict[threading.Thread, Job] = {}
         self.changed = threading.Condition()
 
     def wait_for_a_slot(self, stop: threading.Event) -> int:
@@ -198,7 +223,12 @@ class _Pool:
                 self.changed.wait(0.5)  # a stop is noticed within half a second
             return 0 if stop.is_set() else self.size - len(self.running)
 
-    def start(self, work: Callable[[], None]) -> None:
+    def jobs(self) -> list[Job]:
+        """The jobs whose handlers are still running."""
+        with self.changed:
+            return [self.job_of[thread] for thread in self.running if thread in self.job_of]
+
+    def start(self, work: Callable[[], None], job: Job | None = None) -> None:
         def run() -> None:
             try:
                 work()
@@ -207,11 +237,14 @@ class _Pool:
             finally:
                 with self.changed:
                     self.running.discard(thread)
+                    self.job_of.pop(thread, None)
                     self.changed.notify_all()
 
         thread = threading.Thread(target=run, daemon=True)
         with self.changed:
             self.running.add(thread)
+            if job is not None:
+                self.job_of[thread] = job
         thread.start()
 
     def wait_all(self, abandon: threading.Event) -> None:
@@ -222,7 +255,9 @@ class _Pool:
 
 def handle(job: Job, handler: Handler, *, lease: int, reporter: _Reporter | None = None) -> None:
     """Run one job with a heartbeat every lease/3, then report what came of it (through the
-    reporter's batches when there is one)."""
+    reporter's batches when there is one), and log one line for its start and one for its end."""
+    _say(job, "received", f"received (attempt {_attempt_of(job.attempt, job.max_attempts)})")
+    started = time.monotonic()
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(job, done, max(lease / 3, 0.2)), daemon=True)
     beat.start()
@@ -231,55 +266,119 @@ def handle(job: Job, handler: Handler, *, lease: int, reporter: _Reporter | None
     finally:
         done.set()
         beat.join()
+    seconds = time.monotonic() - started
     if job.lease_lost.is_set():
-        log.warning("task %s: lease lost, its outcome is dropped (another worker has it)", job.id)
+        _say(job, "lease_lost", "lease lost: its outcome is dropped (another worker has it)",
+             logging.WARNING)  # fmt: skip
         return
     if job.abandoned.is_set():
-        log.warning("task %s: the worker is leaving; its lease will put it back", job.id)
+        _say_left(job)  # its outcome is not reported
         return
     kind, body = outcome
     if reporter is not None and kind != "cancelled":
-        _report_in_batch(job, reporter, kind, body)
+        view = _report_in_batch(job, reporter, kind, body)
+        if view is not None:
+            _say_outcome(job, kind, body, view, seconds)
         return
     try:
         if kind == "result":
-            _with_retries(lambda: job.client.result(job.host, job.queue, job.id, job.worker,
-                                                    job.attempt, body))  # fmt: skip
+            client = job.client
+            view = _with_retries(lambda: client.result(job.host, job.queue, job.id, job.worker,
+                                                       job.attempt, body))  # fmt: skip
         else:
-            _report_failure(job, kind, body)
+            view = _report_failure(job, kind, body)
     except ApiError as exc:
         if exc.code == "payload_too_large" and kind == "result":
             # Left unreported, the task would run again after its lease for the same outcome.
             log.warning("task %s: its result is over the queue's cap; failing it", job.id)
-            _report_failure(job, "failed", {"error": exc.detail, "type": "ResultTooLarge"})
+            too_large = {"error": exc.detail, "type": "ResultTooLarge"}
+            _say_outcome(job, "failed", too_large, _report_failure(job, "failed", too_large),
+                         seconds)  # fmt: skip
             return
         if exc.code != "lease_lost":
             raise
-        log.warning("task %s: lease lost before its %s was reported", job.id, kind)
+        _say(job, "lease_lost", f"lease lost before its {kind} was reported", logging.WARNING)
+        return
+    _say_outcome(job, kind, body, view, seconds)
+
+
+def _say(job: Job, event: str, text: str, level: int = logging.INFO, **fields: Any) -> None:
+    """One line about one task; `event` and the fields travel as the record's extras, for a
+    JSON log's readers."""
+    log.log(level, "task %s %s", job.id, text,
+            extra={"event": event, "task": job.id, "attempt": job.attempt, **fields})  # fmt: skip
+
+
+def _say_outcome(job: Job, kind: str, body: Any, view: Any, seconds: float) -> None:
+    """The line for an attempt's end: what came of it, and for a retry when it runs again."""
+    took = f"in {seconds:.2f} s"
+    if kind == "result":
+        _say(job, "succeeded", f"succeeded {took}", seconds=round(seconds, 3))
+        return
+    if kind == "cancelled":
+        _say(job, "cancelled", f"cancelled after {seconds:.2f} s", seconds=round(seconds, 3))
+        return
+    reason = failure_summary(body)
+    view = view if isinstance(view, dict) else {}
+    if kind == "retry" and view.get("status") == "pending":
+        available = view.get("availableAt")
+        wait = max(available / 1000 - time.time(), 0) if isinstance(available, int | float) else 0
+        budget = int(view.get("maxAttempts") or job.max_attempts)
+        _say(job, "retrying", f"failed {took} ({reason}); retrying in {wait:.0f} s "
+             f"(attempt {_attempt_of(job.attempt + 1, budget)})", logging.WARNING,
+             seconds=round(seconds, 3), error=reason, retry_in=round(wait, 3))  # fmt: skip
+        return
+    last = " on its last attempt" if kind == "retry" else ""
+    _say(job, "failed", f"failed {took}{last} ({reason})", logging.WARNING,
+         seconds=round(seconds, 3), error=reason)  # fmt: skip
+
+
+def _attempt_of(attempt: int, budget: int) -> str:
+    return f"{attempt} of {budget}" if budget else str(attempt)
+
+
+def failure_summary(body: Any) -> str:
+    """A failure body in a few words: a command's exit status and the last line of its
+    standard error (the command line's body), else the first line of its error."""
+    if not isinstance(body, dict):
+        return "no details"
+    code, stderr = body.get("exitCode"), str(body.get("stderr") or "")
+    if isinstance(code, int):
+        lines = stderr.strip().splitlines()
+        how = f"exit {code}" if code >= 0 else _signal_words(-code)
+        return _clip(f"{how}: {lines[-1]}" if lines else how, 200)
+    error = str(body.get("error") or "no details").strip().splitlines()
+    return _clip(error[0] if error else "no details", 200)
+
+
+def _signal_words(number: int) -> str:
+    try:
+        return f"killed by {signal.Signals(number).name}"
+    except ValueError:
+        return f"killed by signal {number}"
 
 
 # the worker's outcome kinds as a batch finish names them ("cancelled" is always sent alone)
 BATCH_OUTCOMES = {"result": "result", "failed": "fail", "retry": "retry"}
 
 
-def _report_in_batch(job: Job, reporter: _Reporter, kind: str, body: Any) -> None:
+def _report_in_batch(job: Job, reporter: _Reporter, kind: str, body: Any) -> dict[str, Any] | None:
     """Report through the batch, and deal with this entry's answer as the single report's
-    refusal would be dealt with."""
+    refusal would be dealt with; answers the task's status view (None once it was logged)."""
     answer = reporter.send(job, kind, body)
     if answer.get("status") == 200:
-        return
+        return dict(answer.get("task") or {})
     code = answer.get("code")
     if code == "lease_lost":
-        log.warning("task %s: lease lost before its %s was reported", job.id, kind)
-        return
+        _say(job, "lease_lost", f"lease lost before its {kind} was reported", logging.WARNING)
+        return None
     if code == "payload_too_large":
         if kind == "result":  # left unreported, it would run again for the same outcome
             log.warning("task %s: its result is over the queue's cap; failing it", job.id)
-            _report_failure(job, "failed", {"error": str(answer.get("detail")),
-                                            "type": "ResultTooLarge"})  # fmt: skip
-        else:
-            _report_failure(job, kind, body)  # sent alone: it is then reported without its body
-        return
+            too_large = {"error": str(answer.get("detail")), "type": "ResultTooLarge"}
+            _say_outcome(job, "failed", too_large, _report_failure(job, "failed", too_large), 0)
+            return None
+        return _report_failure(job, kind, body)  # sent alone: then reported without its body
     raise ApiError(int(answer.get("status") or 500), str(code), str(answer.get("detail")))
 
 
@@ -348,31 +447,32 @@ class _Reporter:
                 outcome.sent.set()
 
 
-def _report_failure(job: Job, kind: str, body: dict[str, str]) -> None:
-    def fail(result: dict[str, str] | None) -> None:
-        _with_retries(lambda: job.client.fail(job.host, job.queue, job.id, job.worker,
-                                              job.attempt, result, retry=kind == "retry",
-                                              cancelled=kind == "cancelled"))  # fmt: skip
+def _report_failure(job: Job, kind: str, body: dict[str, str]) -> Any:
+    """Report a failure; answers the server's status view of the task."""
+
+    def fail(result: dict[str, str] | None) -> Any:
+        return _with_retries(lambda: job.client.fail(job.host, job.queue, job.id, job.worker,
+                                                     job.attempt, result, retry=kind == "retry",
+                                                     cancelled=kind == "cancelled"))  # fmt: skip
 
     try:
-        fail(body)
+        return fail(body)
     except ApiError as exc:
         if exc.code != "payload_too_large":
             raise
         # A queue whose item cap is smaller than the body: the outcome still has to arrive.
         log.warning("task %s: its failure body is over the queue's cap; reported without it",
                     job.id)  # fmt: skip
-        fail(None)
+        return fail(None)
 
 
-def _with_retries(report: Callable[[], Any]) -> None:
+def _with_retries(report: Callable[[], Any]) -> Any:
     """Send a result or failure, again after a transient error: the server answers a repeated
     report from the same attempt as a replay and changes nothing, so a report whose answer was
     lost may safely be sent twice."""
     for attempt in range(REPORT_TRIES):
         try:
-            report()
-            return
+            return report()
         except (ApiError, OSError) as exc:
             if isinstance(exc, ApiError) and not is_transient(exc):
                 raise
@@ -380,6 +480,7 @@ def _with_retries(report: Callable[[], Any]) -> None:
                 raise
             log.warning("report failed: %s; again in %.1f s", exc, 0.5 * 2**attempt)
             time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _run(job: Job, handler: Handler) -> tuple[str, Any]:
@@ -396,8 +497,7 @@ def _run(job: Job, handler: Handler) -> tuple[str, Any]:
             return "cancelled", _error_body(exc)
         if isinstance(exc, Retry):
             return "retry", _error_body(exc)
-        if isinstance(exc, Fail):
-            log.warning("task %s failed for good: %s", job.id, _clip(str(exc), ERROR_CHARS))
+        if isinstance(exc, Fail):  # its line is the outcome's, once reported
             return "failed", _error_body(exc)
         return _handler_error(job, exc)
     # api.md's result is a JSON object; a handler with nothing to say still finishes the task.
@@ -406,17 +506,12 @@ def _run(job: Job, handler: Handler) -> tuple[str, Any]:
 
 def _handler_error(job: Job, exc: BaseException) -> tuple[str, dict[str, str]]:
     """An unexpected exception: retried while the budget lasts (the server counts it), logged
-    with its traceback, and its last lines kept in the failure body for whoever reads it."""
-    budget, attempt = job.max_attempts, job.attempt
-    if not budget:
-        what = "failed (no attempt budget on this queue, so it is not retried)"
-    elif attempt < budget:
-        what = f"failed on attempt {attempt} of {budget}; it will be retried after the backoff"
-    else:
-        what = f"failed on its last attempt ({attempt} of {budget})"
-    log.warning("task %s %s", job.id, what, exc_info=exc)
+    with its traceback (the outcome's own line follows once it is reported), and its last lines
+    kept in the failure body for whoever reads it."""
+    log.warning("task %s raised on attempt %s", job.id, job.attempt, exc_info=exc,
+                extra={"event": "raised", "task": job.id, "attempt": job.attempt})  # fmt: skip
     body = {**_error_body(exc), "traceback": _traceback_tail(exc)}
-    return ("retry" if budget else "failed"), body
+    return ("retry" if job.max_attempts else "failed"), body
 
 
 def _error_body(exc: BaseException) -> dict[str, Any]:

@@ -292,4 +292,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # Every 4xx answer already has its access line; Django's "Forbidden:"/"Not Found:" beside
+    # it says nothing more. A 5xx (ERROR, with its traceback) is still logged.
+    "loggers": {"django.request": {"level": env.str("REQUEST_LOG_LEVEL", default="ERROR")}},
 }

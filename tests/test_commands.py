@@ -1,3 +1,5 @@
+import stat
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
@@ -121,10 +123,15 @@ def test_createtoken_refuses_bad_input(args, message):
         run("createtoken", *args)
 
 
-def test_bootstrap_creates_admin_once_and_a_demo_queue(monkeypatch):
+def test_bootstrap_creates_admin_once_and_a_demo_queue(monkeypatch, settings, tmp_path):
     monkeypatch.delenv("TASKHOSTER_ADMIN_PASSWORD", raising=False)
+    settings.VAR_DIR = tmp_path / "var"
     out = run("bootstrap")
-    password = out.split("password: ")[1].split()[0]
+    secret = tmp_path / "var" / "admin-password"
+    assert f"created admin user 'admin', password in {secret}" in out
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600  # only its owner reads it
+    password = secret.read_text().strip()
+    assert password not in out  # not in the terminal's scrollback nor in a log
     admin = User.objects.get(username="admin")
     assert admin.is_superuser and admin.check_password(password)
     assert Queue.objects.filter(host__name="demo.localhost", name="demo").exists()
@@ -132,10 +139,12 @@ def test_bootstrap_creates_admin_once_and_a_demo_queue(monkeypatch):
     assert "password" not in again
 
 
-def test_bootstrap_reads_the_admin_password_from_the_environment(monkeypatch):
+def test_bootstrap_reads_the_admin_password_from_the_environment(monkeypatch, settings, tmp_path):
     monkeypatch.setenv("TASKHOSTER_ADMIN_PASSWORD", "correct horse battery staple")
+    settings.VAR_DIR = tmp_path
     out = run("bootstrap")
     assert "correct horse" not in out
+    assert not (tmp_path / "admin-password").exists()
     assert User.objects.get(username="admin").check_password("correct horse battery staple")
 
 

@@ -163,3 +163,26 @@ def test_a_bad_umask_stops_the_process_with_its_reason(tmp_path):
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode != 0
     assert "ImproperlyConfigured: TASKHOSTER_UMASK" in done.stderr
+
+
+REQUESTS = """
+import logging, django
+django.setup()
+from django.test import Client
+from django.test.utils import setup_test_environment
+setup_test_environment()
+client = Client(HTTP_HOST="localhost")
+print(client.get("/no/such/page/").status_code)
+print(client.get("/api/v1/queues/a.b/c/tasks").status_code)
+print(logging.getLogger("django.request").isEnabledFor(logging.ERROR))
+"""
+
+
+def test_a_4xx_answer_writes_no_django_request_line_and_a_5xx_still_would(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+           "TASKHOSTER_VAR_DIR": str(tmp_path / "var"), "DEBUG": "1"}  # fmt: skip
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    done = subprocess.run([sys.executable, "-c", REQUESTS], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.split() == ["404", "401", "True"], done.stderr
+    assert "Not Found:" not in done.stderr and "Unauthorized:" not in done.stderr, done.stderr

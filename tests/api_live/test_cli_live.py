@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -260,6 +261,9 @@ def test_a_second_sigterm_ends_the_commands_and_leaves_the_tasks_to_the_lease(
     worker.send_signal(signal.SIGTERM)
     _out, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
+    for id in posted:  # it says which tasks come back, and when
+        assert re.search(rf"task {id} left running: its lease ends at \d\d:\d\d:\d\d UTC, "
+                         "then the sweep puts it back to pending", err), err  # fmt: skip
     eventually(lambda: not any(alive(pid) for pid in pids))
     time.sleep(2.5)  # the 2 s leases run out
     live.sweep()
@@ -336,7 +340,7 @@ def test_a_server_that_cannot_be_reached_or_a_wrong_url_exits_3(live):
     closed = cli(live, "status", f"{HOST}/cli", "0" * 16, url=f"http://127.0.0.1:{free_port()}")
     assert closed.returncode == UNREACHABLE and "cannot reach" in closed.stderr
     wrong = cli(live, "status", f"{HOST}/cli", "0" * 16, url="ftp://example.com")
-    assert wrong.returncode == UNREACHABLE and "base_url must be" in wrong.stderr
+    assert wrong.returncode == UNREACHABLE and "TASKHOSTER_URL must be" in wrong.stderr
 
 
 def test_every_command_has_help(live):

@@ -4,6 +4,7 @@ and death become (docs/cli.md)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -135,7 +136,8 @@ def running(pid: int) -> bool:
 def test_a_cancel_ends_what_the_command_started_too(live, clients, queues, tmp_path, exits):
     task = clients["paul"].post(HOST, "cwgroup", {"folder": str(tmp_path), "exit": exits})
     # a heartbeat every second brings the cancel request
-    worker = start_work(live, "cwgroup", tmp_path / "work.log", PARENT, lease=3)
+    log = tmp_path / "work.log"
+    worker = start_work(live, "cwgroup", log, PARENT, lease=3)
     try:
         eventually(lambda: (tmp_path / "child").exists() and (tmp_path / "child").read_text())
         child = int((tmp_path / "child").read_text())
@@ -148,6 +150,7 @@ def test_a_cancel_ends_what_the_command_started_too(live, clients, queues, tmp_p
         if (tmp_path / "child").exists() and running(int((tmp_path / "child").read_text())):
             os.kill(int((tmp_path / "child").read_text()), signal.SIGKILL)
     assert final["status"] == "cancelled"
+    assert re.search(rf"task {task['id']} cancelled after \d+\.\d\d s", log.read_text())
 
 
 def test_a_signal_without_a_name_is_named_by_its_number():

@@ -162,6 +162,7 @@ def test_the_worker_loop_says_paused_once_and_resumed_once(stub, caplog):
     guard.cancel()
     assert len(handler.seen) == 6
     assert [r.getMessage() for r in caplog.records] == [
+        f"worker w ready: h.example/q at {url}, concurrency 1",  # once the server answered
         "queue h.example/q paused: waiting for it to resume",
         "queue h.example/q resumed",
         "queue h.example/q paused: waiting for it to resume",

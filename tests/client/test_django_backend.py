@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -102,7 +103,26 @@ def test_a_task_that_calls_sys_exit_fails_with_the_error_of_each_attempt(live, q
     task_id = id.split(":")[1]
     for attempt in (1, 2, 3):  # each logged with its traceback
         assert f"task {task_id}: {PROJECT}.tasks.exits raised on attempt {attempt}" in done.stderr
-    assert done.stderr.count("SystemExit: 2") == 3
+    assert done.stderr.count("\nSystemExit: 2\n") == 3  # the tracebacks' last lines
+    # and the worker loop's line for each attempt's start and end, as `taskhoster work` says
+    said = [line.split(f"task {task_id} ", 1)[1] for line in done.stderr.splitlines()
+            if f" task {task_id} " in line]  # fmt: skip
+    assert said[0] == "received (attempt 1 of 3)", done.stderr
+    assert re.fullmatch(r"failed in \d+\.\d\d s \(SystemExit: 2\); retrying in 0 s "
+                        r"\(attempt 2 of 3\)", said[1]), done.stderr  # fmt: skip
+    assert said[-1].endswith(" s on its last attempt (SystemExit: 2)"), done.stderr
+
+
+def test_a_worker_token_without_the_worker_role_is_named_in_one_line(live, queues):
+    producer_only = {**env(live), "TASKHOSTER_WORKER_TOKEN": live.tokens["paul"]}
+    done = subprocess.run(worker_argv("cw", "wrong-token", 1), env=producer_only, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # no traceback
+    assert done.stderr.startswith(
+        "CommandError: TASKS['default']'s WORKER_TOKEN (or TOKEN, when it has none) lacks the "
+        f"worker role on {HOST}/djcw (403 permission_denied: "
+    ), done.stderr
 
 
 def test_a_return_value_that_is_not_json_fails_with_an_error_that_says_so(live, queues):

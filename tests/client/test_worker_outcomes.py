@@ -72,5 +72,10 @@ def test_a_handler_calling_sys_exit_fails_its_attempt_and_the_worker_carries_on(
     assert failed["result"]["type"] == "SystemExit"
     assert "sys.exit(3)" in failed["result"]["traceback"]
     assert clients["olga"].get(HOST, "cwexit", after["id"])["result"] == {"ran": True}
-    warned = [r for r in caplog.records if exits["id"] in r.getMessage()]
-    assert len(warned) == 2 and warned[0].exc_info is not None
+    warned = [r.getMessage() for r in caplog.records if exits["id"] in r.getMessage()]
+    tracebacks = [r for r in caplog.records if exits["id"] in r.getMessage() and r.exc_info]
+    assert len(tracebacks) == 2  # one per attempt, each followed by the outcome's line
+    assert warned[0] == f"task {exits['id']} raised on attempt 1"
+    assert warned[1].startswith(f"task {exits['id']} failed in ")
+    assert warned[1].endswith("(SystemExit: 3); retrying in 0 s (attempt 2 of 2)")
+    assert warned[3].endswith("on its last attempt (SystemExit: 3)")

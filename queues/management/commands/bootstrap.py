@@ -1,16 +1,32 @@
 import os
 import secrets
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
 from queues.services import save_queue
 
+FIRST_LOGIN_FILE = "admin-password"
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write `text` to a file only its owner can read: created 0600, never readable by others
+    for an instant (and made 0600 if it was there before)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        os.fchmod(fd, 0o600)
+        file.write(text + "\n")
+    return path
+
 
 class Command(BaseCommand):
     help = (
         "First-run set-up for `make run`: an admin user (password from "
-        "TASKHOSTER_ADMIN_PASSWORD, or generated and printed once) and a demo queue."
+        "TASKHOSTER_ADMIN_PASSWORD, or generated and written to var/admin-password, 0600) and a "
+        "demo queue."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,15 +43,15 @@ class Command(BaseCommand):
         if not users.filter(username=options["admin"]).exists():
             password = os.environ.get("TASKHOSTER_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
             users.create_superuser(options["admin"], password=password)
-            shown = (
-                "from TASKHOSTER_ADMIN_PASSWORD"
-                if "TASKHOSTER_ADMIN_PASSWORD" in os.environ
-                else password
-            )
+            if "TASKHOSTER_ADMIN_PASSWORD" in os.environ:
+                where = "from TASKHOSTER_ADMIN_PASSWORD"
+            else:
+                where = f"in {write_private(settings.VAR_DIR / FIRST_LOGIN_FILE, password)}"
             self.stdout.write(
-                self.style.SUCCESS(f"created admin user {options['admin']!r}, password: {shown}")
+                self.style.SUCCESS(f"created admin user {options['admin']!r}, password {where}")
             )
-            self.stdout.write("(shown once; change it in the admin)")
+            if "TASKHOSTER_ADMIN_PASSWORD" not in os.environ:
+                self.stdout.write("(readable by you only; delete it once you changed the password)")
         queue, created = save_queue(options["demo_host"], options["demo_queue"])
         if created:
             self.stdout.write(f"created demo queue {queue}")

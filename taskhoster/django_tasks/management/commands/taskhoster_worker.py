@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -10,8 +11,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from taskhoster.client import ApiError
 from taskhoster.django_tasks.compat import InvalidTaskError
 from taskhoster.django_tasks.runner import run_task
+from taskhoster.log_format import handler_for
 from taskhoster.worker import run_worker
 
 
@@ -31,6 +34,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--lease", type=int, default=60, help="seconds a claim holds a task")
         parser.add_argument("--max-tasks", type=int, help="stop after this many tasks")
+        parser.add_argument(
+            "--log-format",
+            choices=("human", "json"),
+            default="human",
+            help="the log on stderr when the project's LOGGING sets none up for taskhoster: "
+            "for people (default) or one JSON object per line",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from taskhoster.django_tasks.backend import TaskhosterBackend
@@ -49,6 +59,7 @@ class Command(BaseCommand):
         def on_signal(signum: int, frame: Any) -> None:
             (abandon if stop.is_set() else stop).set()
 
+        _log_to_stderr(options["log_format"], options["verbosity"])
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         queue = backend.queue_for(options["queue_name"])
@@ -68,4 +79,23 @@ class Command(BaseCommand):
             )
         except InvalidTaskError as exc:
             raise CommandError(str(exc)) from None
+        except ApiError as exc:
+            if exc.status not in (401, 403):
+                raise
+            # The claim's refusal, said in the project's own terms: which setting to change.
+            what = "is not accepted" if exc.status == 401 else "lacks the worker role on"
+            raise CommandError(
+                f"TASKS[{options['backend']!r}]'s WORKER_TOKEN (or TOKEN, when it has none) "
+                f"{what} {backend.host}/{queue} ({exc.status} {exc.code}: {exc.detail})"
+            ) from None
         self.stdout.write(f"{handled} task(s) from {backend.host}/{queue}")
+
+
+def _log_to_stderr(log_format: str, verbosity: int) -> None:
+    """The worker's lines on stderr, unless the project's LOGGING already sends them somewhere
+    (then its handlers and levels decide). --verbosity 0 keeps only the warnings."""
+    taskhoster = logging.getLogger("taskhoster")
+    if taskhoster.hasHandlers():
+        return
+    taskhoster.addHandler(handler_for(log_format))
+    taskhoster.setLevel(logging.WARNING if verbosity == 0 else logging.INFO)

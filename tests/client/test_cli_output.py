@@ -1,0 +1,104 @@
+"""`list`, `status`, `cancel` and `retry` print a table on a terminal and JSON lines otherwise
+(docs/cli.md); the terminal is a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from taskhoster.task_table import age, preview
+from tests.api_live.live import HOST
+
+
+def run_cli(live, *args: str, terminal: bool) -> str:
+    """The CLI's standard output, with a pseudo-terminal as its standard output or a pipe."""
+    env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["paul"]}
+    argv = [sys.executable, "-m", "taskhoster.cli", *args]
+    if not terminal:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    main, sub = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdout=sub, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    os.close(sub)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the other end is closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    return out.decode().replace("\r\n", "\n")
+
+
+@pytest.mark.slow
+def test_on_a_terminal_list_and_status_print_a_table_and_json_on_request(live, clients, queues):
+    kept = clients["paul"].post(HOST, "cwtable", {"n": 1})
+    gone = clients["paul"].post(HOST, "cwtable", {"n": 2})
+    shown = run_cli(live, "cancel", f"{HOST}/cwtable", gone["id"], terminal=True).splitlines()
+    assert shown[0].split() == ["ID", "STATUS", "ATTEMPTS", "AGE", "PREVIEW"]
+    assert shown[1].split() == [gone["id"], "cancelled", "0/3", "0", "s", "ago"]
+    listed = run_cli(live, "list", f"{HOST}/cwtable", terminal=True).splitlines()
+    assert [row.split()[:3] for row in listed] == [
+        ["ID", "STATUS", "ATTEMPTS"],
+        [gone["id"], "cancelled", "0/3"],
+        [kept["id"], "pending", "0/3"],
+    ]
+    # the columns line up: each row's status starts where the header's does
+    words = ("STATUS", "cancelled", "pending")
+    assert {row.index(word) for row, word in zip(listed, words, strict=True)} == {
+        listed[0].index("STATUS")
+    }
+    status = run_cli(live, "status", f"{HOST}/cwtable", kept["id"], "--json", terminal=True)
+    assert json.loads(status)["id"] == kept["id"]
+    lines = run_cli(live, "list", f"{HOST}/cwtable", "--json", terminal=True).splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [gone["id"], kept["id"]]
+
+
+@pytest.mark.slow
+def test_piped_list_status_and_retry_print_json_lines(live, clients, queues):
+    task = clients["paul"].post(HOST, "cwtable", {"n": 3})
+    clients["paul"].cancel(HOST, "cwtable", task["id"])
+    retried = run_cli(live, "retry", f"{HOST}/cwtable", task["id"], terminal=False)
+    assert json.loads(retried)["status"] == "pending"
+    status = run_cli(live, "status", f"{HOST}/cwtable", task["id"], terminal=False)
+    assert json.loads(status)["id"] == task["id"]
+    listed = run_cli(live, "list", f"{HOST}/cwtable", "--limit", "1", terminal=False)
+    assert [json.loads(line)["id"] for line in listed.splitlines()] == [task["id"]]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(0, "0 s ago"), (59.9, "59 s ago"), (60, "1 min ago"), (150, "2 min ago"),
+     (3 * 3600 + 5, "3 h ago"), (2 * 86400, "2 d ago"), (-5, "0 s ago")],
+)  # fmt: skip
+def test_age_says_how_long_ago_in_the_largest_unit(seconds, said):
+    assert age(1_000_000_000_000 - seconds * 1000, now=1_000_000_000) == said
+
+
+@pytest.mark.parametrize(
+    ("task", "said"),
+    [
+        ({"status": "finished", "result": {"bytes": 2048}}, '{"bytes": 2048}'),
+        ({"status": "finished", "result": {"text": "x" * 80}}, '{"text": "' + "x" * 37 + "..."),
+        ({"status": "failed", "error": "attempts",
+          "result": {"error": "the command exited with status 3: boom", "exitCode": 3,
+                     "stderr": "one\nboom\n"}}, "attempts: exit 3: boom"),
+        ({"status": "failed", "result": {"error": "ValueError: bad\nmore"}}, "ValueError: bad"),
+        ({"status": "pending", "lastError": {"error": "busy"}}, "last attempt: busy"),
+        ({"status": "processing", "progress": {"percent": 50}}, '{"percent": 50}'),
+        ({"status": "pending"}, ""),
+    ],
+)  # fmt: skip
+def test_the_preview_says_what_a_task_came_to_in_one_short_line(task, said):
+    assert preview(task) == said
