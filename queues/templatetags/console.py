@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from queues.readable_json import readable_json_html
@@ -39,3 +40,10 @@ def utc_ms(moment: datetime | None) -> str:
         return ""
     moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@register.simple_tag
+def state_badge(status: str) -> SafeString:
+    """A task's state as a badge: its own colour (console.css, "state badges"), and its name,
+    so the colour is never the only sign."""
+    return format_html('<span class="task-state task-state-{}">{}</span>', status, status)
