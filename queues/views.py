@@ -55,6 +55,9 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     shown = queue_page_of(found, request.GET, known_actions=console.TASK_ACTIONS, now_ms=now_ms)
     return render(request, "console/queue.html", {
         "queue": found, "view": shown, "now_ms": now_ms,
+        # What a search cost is for whoever tunes the store, not for the operator: staff see it
+        # with ?debug=1.
+        "debug": request.user.is_staff and request.GET.get("debug") == "1",
         "settings_glance": settings_glance(found),
         "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
     })  # fmt: skip
