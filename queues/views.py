@@ -95,7 +95,7 @@ def _task_page(
     request: HttpRequest, queue: Queue, task: Task, *, edited: str | None = None,
     edit_error: str | None = None, status: int = 200,
 ) -> HttpResponse:  # fmt: skip
-    detail = task_detail(queue, task, now_ms=_now_ms())
+    detail = task_detail(queue, task, now_ms=_now_ms(), user=request.user)
     timeline_url = reverse("tasklogs:task", args=[queue.host.name, queue.name, task.id])
     return render(request, "console/task.html", {
         "queue": queue, "task": task, "detail": detail, "timeline_url": timeline_url,
