@@ -215,6 +215,12 @@ class QueueAdmin(QueueFields, admin.ModelAdmin):
         ),
     )
 
+    def get_fieldsets(self, request: HttpRequest, obj: Queue | None = None) -> Any:
+        """A queue not yet saved has no tasks for a sweep to act on: no "Save even so"."""
+        if obj is None:
+            return [fieldset for fieldset in self.fieldsets if fieldset[0] != "Before saving"]
+        return self.fieldsets
+
     timeout = seconds_column("queue_seconds", "timeout")
     lease = seconds_column("lease_seconds", "lease")
 

@@ -20,11 +20,13 @@ from queues.activity import BUCKET_SECONDS, BUCKETS, Activity, Series
 STEP = 4  # px per half hour
 WIDTH, HEIGHT = BUCKETS * STEP, 36
 TOP = 2  # px kept free above the highest value
+AXIS_BAND = 12  # px under the chart for the time axis's labels
+TICK_EVERY = 16  # half hours between two labels of the time axis: 8 hours
 _NOTHING = format_html("{}", "")  # an empty part of the markup
 _CHART = (
-    '<svg class="chart{quiet}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" '
-    'width="{w}" height="{h}" role="img" aria-label="{summary}"><title>{summary}</title>'
-    '<line class="axis" x1="0" y1="{h}" x2="{w}" y2="{h}"></line>{body}</svg>'
+    '<svg class="chart{quiet}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {full}" '
+    'width="{w}" height="{full}" role="img" aria-label="{summary}"><title>{summary}</title>'
+    '<line class="axis" x1="0" y1="{h}" x2="{w}" y2="{h}"></line>{body}{axis}</svg>'
 )
 
 
@@ -35,11 +37,12 @@ def activity_chart(activity: Activity, *, label: str) -> SafeString:
         body = format_html('<text x="0" y="{}">no events in 24 hours</text>', HEIGHT - 6)
     else:
         totals = activity.totals()
+        scale = max(max(activity.posted), max(activity.finished), max(activity.failed), 1)
         summary = (
             f"{label}, last 24 hours: {totals['posted_day']} posted, "
-            f"{totals['finished_day']} finished, {totals['failed_day']} failed"
+            f"{totals['finished_day']} finished, {totals['failed_day']} failed; "
+            f"at most {scale} in a half hour (the chart's full height)"
         )
-        scale = max(max(activity.posted), max(activity.finished), max(activity.failed), 1)
         body = format_html(
             '<g class="posted">{}</g>{}{}<g class="slots">{}</g>',
             _bars(activity.posted, scale),
@@ -52,8 +55,10 @@ def activity_chart(activity: Activity, *, label: str) -> SafeString:
         quiet=" quiet" if activity.quiet else "",
         w=WIDTH,
         h=HEIGHT,
+        full=HEIGHT + AXIS_BAND,
         summary=summary,
         body=body,
+        axis=_NOTHING if activity.quiet else _time_axis(activity.start),
     )
 
 
@@ -106,6 +111,24 @@ def _slot_openings(start: int) -> tuple[SafeString, ...]:
             _clock(start + (i + 1) * BUCKET_SECONDS),
         )
         for i in range(BUCKETS)
+    )
+
+
+@lru_cache(maxsize=8)
+def _time_axis(start: int) -> SafeString:
+    """Clock times (UTC) under the chart every TICK_EVERY half hours, "now" at its right end."""
+    ticks = [
+        (i * STEP, "start" if i == 0 else "middle", _clock(start + i * BUCKET_SECONDS))
+        for i in range(0, BUCKETS, TICK_EVERY)
+    ]
+    ticks.append((WIDTH, "end", "now"))
+    return format_html(
+        '<g class="time-axis">{}</g>',
+        format_html_join(
+            "",
+            '<text x="{}" y="{}" text-anchor="{}">{}</text>',
+            ((x, HEIGHT + AXIS_BAND - 2, anchor, text) for x, anchor, text in ticks),
+        ),
     )
 
 

@@ -4,7 +4,7 @@ Views call these; these call the store with the queue's own settings. Nothing he
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from queues.models import Queue
 from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
 from queues.store import InvalidItem, NotFound, QueueStats, StoreError, Task
+from tasklogs.failure_lines import failure_key, failure_lines
 from tasklogs.health import IngestLag, ingest_lag
 
 User = AbstractBaseUser | AnonymousUser
@@ -95,6 +96,8 @@ def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboa
         )
     lag = ingest_lag(Path(settings.TASKHOSTER_LOGS_DIR) / "tasks", now_s=now_s) if queues else None
     failures = recent_failures(keys) if with_failures else []
+    lines = failure_lines(user, failures)
+    failures = [replace(f, error_line=lines.get(failure_key(f), "")) for f in failures]
     return Dashboard(rows=rows, failures=failures, lag=lag, now_s=now_s)
 
 

@@ -99,6 +99,9 @@ class Percentiles:
     measured: int  # durations in the sample (an end whose start was never ingested is left out)
     p50_ms: int | None
     p95_ms: int | None
+    # Some window held more ends than its sample takes: the figures are an estimate, and the
+    # page says so (the hour and the day of the same tasks may then differ).
+    sampled: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +154,8 @@ def queue_insight(queue: Queue, *, now_ms: int) -> QueueInsight:
     )
 
 
-Sample = tuple[list[tuple[int, float]], int]  # (duration ms, weight) pairs; ends counted
+# (duration ms, weight) pairs; ends counted; whether a window had more ends than it sampled
+Sample = tuple[list[tuple[int, float]], int, bool]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,20 +203,23 @@ def _samples(
     hour: list[tuple[int, float]] = []
     day: list[tuple[int, float]] = []
     hour_ends = day_ends = 0
+    hour_sampled = day_sampled = False
     for end in m.ends:
         durations = _durations(events, m, end)
         counted = counts.get(end, _NONE)
         if counted.hour:
             hour_ends += counted.hour
+            hour_sampled |= counted.hour > HOUR_SAMPLE
             sample = _window(durations, now_s - HOUR_SECONDS, now_s, HOUR_SAMPLE)
             hour += _weighted(sample, counted.hour)
         for k, count in enumerate(counted.strata):
             if count:
                 day_ends += count
+                day_sampled |= count > PER_STRATUM
                 hi = now_s - k * STRATUM_SECONDS
                 sample = _window(durations, hi - STRATUM_SECONDS, hi, PER_STRATUM)
                 day += _weighted(sample, count)
-    return (hour, hour_ends), (day, day_ends)
+    return (hour, hour_ends, hour_sampled), (day, day_ends, day_sampled)
 
 
 def _weighted(durations: list[int], count: int) -> list[tuple[int, float]]:
@@ -278,9 +285,10 @@ def task_events(
 
 
 def _percentiles(sample: Sample) -> Percentiles:
-    pairs, ends = sample
+    pairs, ends, sampled = sample
     return Percentiles(
         ends=ends,
+        sampled=sampled,
         measured=len(pairs),
         p50_ms=weighted_percentile(pairs, 0.50),
         p95_ms=weighted_percentile(pairs, 0.95),

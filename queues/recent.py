@@ -51,7 +51,8 @@ class Failure:
     at: dt.datetime
     attempts: int
     worker: str
-    error_bytes: int
+    archived_kinds: list[str]  # the bodies its event archived (the reason may be one of them)
+    error_line: str = ""  # why, in one line (tasklogs.failure_lines): filled in by the caller
 
 
 def recent_failures(queues: Iterable[Key], *, limit: int = FAILURES_SHOWN) -> list[Failure]:
@@ -77,7 +78,7 @@ def recent_failures(queues: Iterable[Key], *, limit: int = FAILURES_SHOWN) -> li
                     at=row.at,
                     attempts=row.attempts,
                     worker=row.worker,
-                    error_bytes=row.bytes_error,
+                    archived_kinds=row.archived_kinds,
                 )
             )
             if len(found) == limit:

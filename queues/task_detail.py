@@ -3,17 +3,21 @@ and the operator's actions its state allows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from queues.access import User
 from queues.models import Queue
 from queues.services import get_store
 from queues.store import State, Task
+from tasklogs.failure_lines import failure_key, failure_lines
 from tasklogs.models import TaskEvent
 from tasklogs.queries import task_payloads
 
 HISTORY = 1000  # the newest events read for the attempt history: far above any attempt budget
 # The events that end an attempt: a worker's report, the sweep, or an operator.
 ENDINGS = frozenset({"result", "failed", "requeue", "requeued", "timeout", "cancelled"})
+# The events after which the task waits to be claimed: a post, an operator's retry, an end.
+READY = ENDINGS | {"posted", "retried"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,6 +26,17 @@ class Attempt:
     worker: str
     claimed: TaskEvent
     ended: TaskEvent | None  # None: still running, or its end is not ingested yet
+    ready: TaskEvent | None = None  # the event after which it waited to be claimed
+    error_line: str = ""  # why it failed, in one line (tasklogs.failure_lines)
+
+    @property
+    def waited_ms(self) -> int | None:
+        """From the post, retry or earlier end (a backoff included) to this claim."""
+        return None if self.ready is None else _ms_between(self.ready, self.claimed)
+
+    @property
+    def ran_ms(self) -> int | None:
+        return None if self.ended is None else _ms_between(self.claimed, self.ended)
 
     @property
     def lapsed(self) -> bool:
@@ -69,7 +84,11 @@ def allowed_actions(task: Task, *, item_archived: bool) -> frozenset[str]:
     return frozenset(actions)
 
 
-def task_detail(queue: Queue, task: Task, *, now_ms: int) -> TaskDetail:
+def _ms_between(first: TaskEvent, then: TaskEvent) -> int:
+    return round((then.at - first.at).total_seconds() * 1000)
+
+
+def task_detail(queue: Queue, task: Task, *, now_ms: int, user: User | None = None) -> TaskDetail:
     host, name = queue.host.name, queue.name
     events = list(
         TaskEvent.objects.filter(host=host, queue=name, task_id=task.id).order_by("-at", "-id")[
@@ -77,10 +96,19 @@ def task_detail(queue: Queue, task: Task, *, now_ms: int) -> TaskDetail:
         ]
     )[::-1]
     archived = get_store().has_archived_item(host, name, task.id)
+    attempts = attempts_of(events)
+    if user is not None:  # each failed attempt's reason, read with the user's rights
+        lines = failure_lines(user, [attempt.ended for attempt in attempts if attempt.ended])
+        attempts = [
+            replace(attempt, error_line=lines.get(failure_key(attempt.ended), ""))
+            if attempt.ended
+            else attempt
+            for attempt in attempts
+        ]
     return TaskDetail(
         task=task,
         now_ms=now_ms,
-        attempts=attempts_of(events),
+        attempts=attempts,
         operator_events=[event for event in events if event.by],
         actions=allowed_actions(task, item_archived=archived),
         payloads=task_payloads(host, name, task.id),
@@ -91,18 +119,23 @@ def attempts_of(events: list[TaskEvent]) -> list[Attempt]:
     """Each claim and the event that ended it, from the task's events oldest first."""
     attempts: list[Attempt] = []
     open_claim: TaskEvent | None = None
+    ready: TaskEvent | None = None  # the latest event after which the task waited for a claim
+    claimed_after: TaskEvent | None = None
     for event in events:
         if event.event == "claimed":
             if open_claim is not None:  # its end was never logged (or is not ingested)
-                attempts.append(_attempt(open_claim, None))
-            open_claim = event
+                attempts.append(_attempt(open_claim, None, claimed_after))
+            open_claim, claimed_after = event, ready
         elif event.event in ENDINGS and open_claim is not None:
-            attempts.append(_attempt(open_claim, event))
+            attempts.append(_attempt(open_claim, event, claimed_after))
             open_claim = None
+        if event.event in READY:
+            ready = event
     if open_claim is not None:
-        attempts.append(_attempt(open_claim, None))
+        attempts.append(_attempt(open_claim, None, claimed_after))
     return attempts
 
 
-def _attempt(claimed: TaskEvent, ended: TaskEvent | None) -> Attempt:
-    return Attempt(number=claimed.attempts, worker=claimed.worker, claimed=claimed, ended=ended)
+def _attempt(claimed: TaskEvent, ended: TaskEvent | None, ready: TaskEvent | None) -> Attempt:
+    return Attempt(number=claimed.attempts, worker=claimed.worker, claimed=claimed, ended=ended,
+                   ready=ready)  # fmt: skip

@@ -71,6 +71,13 @@ def parse_search(text: str) -> Search:
         raise QueryError(f"“{path} {op}” needs a value to compare with.")
     if op == "contains":
         return Search(text=text, test=_contains(steps, _as_text(raw).casefold()))
+    if op != "contains" and raw[0] in "=!":
+        # `item.user.name = = dave` would compare with the text "= dave" and match nothing.
+        raise QueryError(
+            f"“{_short(text)}” has two operators: one of =, != between the field and the value "
+            f"(to look for text that starts with {raw[0]}, put it in quotes: {path} {op} "
+            f'"{_short(raw)}").'
+        )
     value = _as_value(raw)
     equal = _equals(steps, value)
     return Search(text=text, test=equal if op != "!=" else lambda task: not equal(task))

@@ -55,6 +55,9 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     shown = queue_page_of(found, request.GET, known_actions=console.TASK_ACTIONS, now_ms=now_ms)
     return render(request, "console/queue.html", {
         "queue": found, "view": shown, "now_ms": now_ms,
+        # What a search cost is for whoever tunes the store, not for the operator: staff see it
+        # with ?debug=1.
+        "debug": request.user.is_staff and request.GET.get("debug") == "1",
         "settings_glance": settings_glance(found),
         "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
     })  # fmt: skip
@@ -92,7 +95,7 @@ def _task_page(
     request: HttpRequest, queue: Queue, task: Task, *, edited: str | None = None,
     edit_error: str | None = None, status: int = 200,
 ) -> HttpResponse:  # fmt: skip
-    detail = task_detail(queue, task, now_ms=_now_ms())
+    detail = task_detail(queue, task, now_ms=_now_ms(), user=request.user)
     timeline_url = reverse("tasklogs:task", args=[queue.host.name, queue.name, task.id])
     return render(request, "console/task.html", {
         "queue": queue, "task": task, "detail": detail, "timeline_url": timeline_url,

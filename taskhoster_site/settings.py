@@ -182,6 +182,7 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+FORMAT_MODULE_PATH = ["taskhoster_site.formats"]  # the admin's dates as the console's
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -1,12 +1,12 @@
 """An archived payload as a page: which task, queue, kind, attempt and event it belongs to, and
-its JSON indented for reading. The page shows at most SHOWN_BYTES of it; the raw file is a link
-away, whole."""
+its JSON indented for reading, its texts of several lines shown as lines. The page shows at most
+SHOWN_BYTES of it; the raw file is a link away, whole."""
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -18,6 +18,8 @@ class PayloadText:
     text: str  # indented JSON, or the file's own text when it is cut short or not one document
     size: int  # the file's bytes
     cut: bool  # only the first SHOWN_BYTES are shown
+    whole: bool = False  # the file is one JSON document, parsed into `document`
+    document: Any = None
 
 
 def readable(body: BinaryIO, size: int) -> PayloadText:
@@ -31,5 +33,7 @@ def readable(body: BinaryIO, size: int) -> PayloadText:
     # progress.jsonl is one document a line: it stays as the lines it has.
     if not cut:
         with contextlib.suppress(orjson.JSONDecodeError):
-            text = orjson.dumps(orjson.loads(head), option=orjson.OPT_INDENT_2).decode()
+            document = orjson.loads(head)
+            text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
+            return PayloadText(text=text, size=size, cut=cut, whole=True, document=document)
     return PayloadText(text=text, size=size, cut=cut)

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_safe
 from queues.access import operated_queues
 
 from . import queries
+from .failure_lines import failure_key, failure_lines
 from .forms import EventFilterForm
 from .payload_pages import readable
 from .payloads import open_payload
@@ -35,7 +36,9 @@ def event_list(request: HttpRequest) -> HttpResponse:
         request.GET, operated=operated_queues(request.user).select_related("host")
     )
     page = queries.event_page(request.user, **form.query()) if form.is_valid() else None
-    context = {"form": form, "page": page, "shareable": form.shareable()}
+    lines = failure_lines(request.user, page.events) if page else {}
+    rows = [(event, lines.get(failure_key(event), "")) for event in page.events] if page else []
+    context = {"form": form, "page": page, "rows": rows, "shareable": form.shareable()}
     return render(request, "tasklogs/events.html", context)
 
 

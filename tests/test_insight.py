@@ -128,6 +128,20 @@ def test_a_busy_day_is_sampled_per_stratum_and_weighted(resize, monkeypatch):
     # Weighted, the 10 quick claims outweigh the 2 slow ones (unweighted, 2 of 4 samples
     # would be slow and the median would be 100 s).
     assert wait.day.p50_ms == 1 * S and wait.day.p95_ms == 100 * S
+    assert wait.hour.sampled and wait.day.sampled  # 10 ends in an hour that samples 3
+    assert not measures(resize)["run"].hour.sampled  # no run ended: nothing was left out
+
+
+def test_the_page_says_which_figures_are_sampled(resize, monkeypatch):
+    monkeypatch.setattr(insight, "HOUR_SAMPLE", 3)
+    now = now_ms()
+    for i in range(10):  # the hour's ten claims are sampled; the day's stratum takes all ten
+        lifecycle(f"a{i:015x}", now - 20 * MIN - i * S, ("claimed", 1 * S))
+    page = client_for("sam", is_staff=True).get(URL).content.decode()
+    row = page[page.index('data-measure="wait"') :]
+    row = row[: row.index("</tr>")]
+    assert row.count("≈ ") == 2 and row.count(">sampled</span>") == 1
+    assert "3 of 10 <span" in row and "10 of 10</td>" in row
 
 
 def test_queries_do_not_grow_with_the_events(resize):

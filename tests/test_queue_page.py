@@ -208,6 +208,21 @@ def test_a_malformed_search_says_why_escaped(resize, staff):
     assert "<b>item.url</b>" not in page
     assert 'aria-invalid="true"' in page and listed(page) == []
     assert "after the field comes contains" in page_of(staff, "?q=item.url+like+x")
+    doubled = page_of(staff, "?q=" + quote("item.user.name = = dave"))
+    assert 'id="search-error"' in doubled and "has two operators" in doubled
+    assert "Fix the search to see tasks." in doubled
+
+
+def test_records_read_are_for_staff_who_ask_not_for_operators(resize, staff):
+    post(resize, {"url": "https://foo.example/1"})
+    operator = client_for("olga", role="operator", queue=resize)
+    # An operator does not see it even when asking; staff see it only when asking.
+    for page in (page_of(operator, "?q=item.url+contains+foo&debug=1"),
+                 page_of(staff, "?q=item.url+contains+foo")):  # fmt: skip
+        assert "Tasks whose record passes the search, newest first." in page
+        assert "read for this page" not in page
+    debug = page_of(staff, "?q=item.url+contains+foo&debug=1")
+    assert "(1 record read for this page)" in debug
 
 
 def test_user_strings_are_escaped_everywhere(resize, staff):

@@ -48,6 +48,8 @@ def test_equality_takes_json_values_and_bare_words():
     assert matches("item.user.roles.1 = b", record)
     assert matches("item.name != alice", record) and not matches("item.name != bob", record)
     assert matches("item.absent != bob", record)
+    # Text that starts like an operator is searched for in quotes.
+    assert matches('item.op = "= x"', task({"op": "= x"}))
 
 
 def test_exists_and_the_other_roots():
@@ -70,6 +72,9 @@ def test_exists_and_the_other_roots():
         ("item.url =", "needs a value"),
         ("item.url exists yes", "takes nothing after it"),
         ("item.x = " + "y" * 600, "too long"),
+        ("item.user.name = = dave", "has two operators"),
+        ("item.user.name == != dave", "has two operators"),
+        ("item.size != =3", "has two operators"),
     ],
 )
 def test_a_malformed_search_says_what_is_wrong(text, message):

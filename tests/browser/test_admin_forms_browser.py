@@ -1,0 +1,46 @@
+"""The admin's forms in a real browser: a new token copied with one click; the Add-queue form
+offers no sweep preview for a queue that has no tasks yet, at a desktop's and a phone's width."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import expect
+
+from queues.tokens import find_token
+from tests.browser.pages import DESKTOP, PHONE, log_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_new_token_is_copied_by_its_button(page, live_server, shoot):
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    User.objects.create_user("box-1")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/apitoken/add/")
+    page.click(".field-user .select2-selection")
+    page.fill(".select2-search__field", "box")
+    page.click(".select2-results__option:has-text('box-1')")
+    page.fill("#id_name", "worker box")
+    page.click("input[name=_save]")
+    page.click("button[data-copy=new-token]")
+    expect(page.locator("#new-token-copied")).to_have_text("Copied.")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == page.locator("#new-token").inner_text().strip()
+    assert find_token(copied).user.username == "box-1"
+    shoot(page, "issued")
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_adding_a_queue_offers_no_sweep_preview(browser, live_server, shoot, size):
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    context = browser.new_context(viewport=size)
+    page = context.new_page()
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/queue/add/")
+    expect(page.locator("#id_name")).to_be_visible()
+    assert page.locator("#id_confirm_sweep").count() == 0
+    assert page.locator("input[name=_preview_sweep]").count() == 0
+    shoot(page, "add-queue")
+    context.close()

@@ -1,0 +1,75 @@
+"""A failed task read in a real browser at a desktop's and a phone's width: the traceback wraps
+inside its box on the task page and the payload page, and the lists give its first line."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from queues.services import get_store, save_queue
+from tasklogs.links import payload_url
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+HOST = "task.example.com"
+LONG_LINE = "ValueError: " + "the-image-at-/srv/uploads/2026/12/01/" * 8 + " is not a PNG"
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app/resize.py", line 12, in handle\n'
+    "    raise ValueError(path)\n" + LONG_LINE
+)
+
+
+def a_failed_task(store_dirs) -> str:
+    queue, _ = save_queue(HOST, "resize", archive_payloads=True, max_attempts=1)
+    settings, store = queue.to_settings(), get_store()
+    task = store.post(HOST, "resize", {"path": "/srv/uploads/x"}, settings=settings,
+                      posted_by="admin").task  # fmt: skip
+    store.claim(HOST, "resize", settings=settings, worker="box-1")
+    body = {"error": LONG_LINE, "type": "ValueError", "traceback": TRACEBACK}
+    store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=1, result=body)
+    call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
+                 stdout=io.StringIO())  # fmt: skip
+    return task.id
+
+
+def assert_wraps(box) -> None:
+    """The box shows all of each line: nothing runs past its right edge to be scrolled to."""
+    wide, shown = box.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert wide <= shown, f"{wide} px of text in a {shown} px box"
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_traceback_reads_as_wrapped_lines(browser, live_server, store_dirs, shoot, size):
+    task_id = a_failed_task(store_dirs)
+    User.objects.create_user("sam", password="a-long-password", is_staff=True)
+    context = browser.new_context(viewport=size)
+    page = context.new_page()
+    log_in(page, live_server, "sam", "a-long-password")
+
+    page.goto(f"{live_server.url}/console/{HOST}/resize/{task_id}/")
+    failure = page.locator("pre.payload.readable").nth(1)
+    assert "    raise ValueError(path)\n" in failure.inner_text()  # lines, not "\n" in a string
+    assert_wraps(failure)
+    assert_fits(page)
+    shoot(page, "task")
+
+    page.goto(live_server.url + payload_url(HOST, "resize", task_id, "result", attempts=1,
+                                            event="failed"))  # fmt: skip
+    shown = page.locator("pre.payload-text")
+    assert "    raise ValueError(path)\n" in shown.inner_text()
+    assert_wraps(shown)
+    assert_fits(page)
+    shoot(page, "payload")
+
+    page.goto(f"{live_server.url}/logs/?task={task_id}")
+    assert page.locator("td.tasklogs-error").first.inner_text().startswith("ValueError: the-image")
+    shoot(page, "task-logs")
+
+    page.goto(f"{live_server.url}/")
+    assert "failed: ValueError: the-image" in page.locator(".recent-failures").inner_text()
+    shoot(page, "dashboard")
+    context.close()

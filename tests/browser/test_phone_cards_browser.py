@@ -1,0 +1,72 @@
+"""At a phone's width (390 CSS px) the console's tables show each row as a card: no page, and no
+table inside one, wider than the screen; at a desktop's width they stay tables."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from queues.services import get_store, save_queue
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+HOST, NAME = "task.example.com", "thumbnails-for-the-very-long-named-gallery"
+
+
+def some_work(store_dirs) -> str:
+    """A queue with a finished task, a failed one and a pending one, its events ingested."""
+    queue, _ = save_queue(HOST, NAME, max_attempts=1)
+    settings, store = queue.to_settings(), get_store()
+    ids = [store.post(HOST, NAME, {"url": f"https://cdn.example/gallery/{n}/" + "x" * 60},
+                      settings=settings, posted_by="app").task.id for n in range(3)]  # fmt: skip
+    for _ in range(2):
+        store.claim(HOST, NAME, settings=settings, worker="resize-box-1.example.internal")
+    store.finish(HOST, NAME, ids[0], settings=settings,
+                 worker="resize-box-1.example.internal", attempt=1, result={"ok": 1})  # fmt: skip
+    store.fail(HOST, NAME, ids[1], settings=settings, worker="resize-box-1.example.internal",
+               attempt=1, result={"error": "OSError: " + "no space left " * 10})  # fmt: skip
+    call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
+                 stdout=io.StringIO())  # fmt: skip
+    return ids[1]
+
+
+def tables_fit(page) -> None:
+    """Every table and its box show all they hold: nothing to scroll to sideways."""
+    wide = page.evaluate(
+        "[...document.querySelectorAll('main table, main .table-scroll')]"
+        ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.className)"
+    )
+    assert wide == [], f"{page.url}: {wide} scroll sideways"
+
+
+def row_display(page, selector: str) -> str:
+    return page.locator(selector).first.evaluate("e => getComputedStyle(e).display")
+
+
+PAGES = {
+    "dashboard": ("/", "#queues tbody tr"),
+    "queue": (f"/console/{HOST}/{NAME}/", "#tasks tbody tr"),
+    "task-logs": ("/logs/", "table.tasklogs-events tbody tr"),
+}
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_tables_become_cards_on_a_phone(browser, live_server, store_dirs, shoot, size):
+    failed = some_work(store_dirs)
+    User.objects.create_user("sam", password="a-long-password", is_staff=True)
+    context = browser.new_context(viewport=size)
+    page = context.new_page()
+    log_in(page, live_server, "sam", "a-long-password")
+    pages = {**PAGES, "task": (f"/console/{HOST}/{NAME}/{failed}/", "table.attempts tbody tr")}
+    for name, (path, rows) in pages.items():
+        page.goto(live_server.url + path)
+        assert_fits(page)
+        expected = "grid" if size is PHONE else "table-row"
+        assert row_display(page, rows) == expected, name
+        if size is PHONE:
+            tables_fit(page)
+        shoot(page, name)
+    context.close()

@@ -1,0 +1,127 @@
+"""Failures as people read them: a traceback shown as its lines on the task page and the
+archived-payload page, and a failure's first line in Task Logs and the dashboard's Recent
+failures, instead of one JSON string with literal \\n and a count of bytes."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.urls import reverse
+
+from queues.error_line import error_line
+from queues.readable_json import readable_json_html
+from queues.services import get_store
+from tasklogs.links import payload_url
+
+from .conftest import DAY1
+
+pytestmark = pytest.mark.django_db
+HOST = "task.example.com"
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app/resize.py", line 12, in handle\n'
+    "    raise ValueError(name)\n"
+    "ValueError: <cat>.png is not an image"
+)
+BODY = {"error": "ValueError: <cat>.png is not an image", "type": "ValueError",
+        "traceback": TRACEBACK}  # fmt: skip
+
+
+@pytest.fixture
+def staff(client):
+    client.force_login(get_user_model().objects.create_user("root", is_staff=True))
+    return client
+
+
+def failed_task(make_queue, day_dir, *, archive: bool, store_kind: str = "files"):
+    """A task whose one attempt failed with BODY, its events ingested into Task Logs."""
+    queue = make_queue(HOST, "resize", archive_payloads=archive, max_attempts=1, store=store_kind)
+    settings, store = queue.to_settings(), get_store()
+    now = DAY1 * 1000
+    task = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None, now=now).task
+    store.claim(HOST, "resize", settings=settings, worker="box-1", now=now + 1000)
+    store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=1,
+               result=BODY, now=now + 2000)  # fmt: skip
+    call_command("ingest_tasklogs", "--source", str(day_dir), stdout=io.StringIO())
+    return task
+
+
+def test_a_multi_line_string_is_shown_as_its_lines_and_the_rest_as_indented_json() -> None:
+    html = readable_json_html({"exit": 3, "stderr": "one\n  two <b>\n", "tags": ["a"]})
+    q = "&quot;"
+    assert html.startswith(f'{{\n  {q}exit{q}: 3,\n  {q}stderr{q}: <span class="json-text depth-1"')
+    assert ">one\n  two &lt;b&gt;</span>" in html  # its own lines, escaped, the end trimmed
+    assert f"  {q}tags{q}: [\n    {q}a{q}\n  ]\n}}" in html
+    # Without a text of several lines it is the JSON it was, escaped.
+    assert readable_json_html({"x": "<y>", "n": [1, None]}) == (
+        f"{{\n  {q}x{q}: {q}&lt;y&gt;{q},\n  {q}n{q}: [\n    1,\n    null\n  ]\n}}"
+    )
+    assert readable_json_html({}) == "{}" and readable_json_html("a\nb").startswith("<span")
+
+
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        (BODY, "ValueError: <cat>.png is not an image"),
+        ({"traceback": TRACEBACK}, "Traceback (most recent call last):"),
+        ({"exitCode": 3, "stderr": "\n\nno such file\nmore"}, "no such file"),
+        ("plain words\nsecond", "plain words"),
+        ({"code": 7}, '{"code": 7}'),
+        (None, ""),
+        ({"error": "x" * 500}, "x" * 159 + "…"),
+    ],
+)
+def test_the_error_line_is_the_first_line_of_the_reason(body, line) -> None:
+    assert error_line(body) == line
+
+
+def test_the_task_page_shows_the_traceback_as_wrapped_lines(staff, make_queue, day_dir) -> None:
+    task = failed_task(make_queue, day_dir, archive=False)
+    html = staff.get(reverse("queues:task", args=[HOST, "resize", task.id])).content.decode()
+    failure = html[html.index("<h2>Failure</h2>") :]
+    assert '<pre class="payload readable">{\n  &quot;error&quot;' in failure
+    assert "  File &quot;/srv/app/resize.py&quot;, line 12, in handle\n    raise" in failure
+    assert "\\n" not in failure[: failure.index("</pre>")]  # no literal \n left
+
+
+def test_the_archived_payload_page_shows_the_traceback_as_lines(staff, make_queue, day_dir):
+    task = failed_task(make_queue, day_dir, archive=True)
+    view = payload_url(HOST, "resize", task.id, "result", attempts=1, event="failed")
+    html = staff.get(view).content.decode()
+    shown = re.search(r'<pre class="payload-text readable">(.*?)</pre>', html, re.S).group(1)
+    assert '<span class="json-text depth-1"' in shown and "\\n" not in shown
+    assert "ValueError: &lt;cat&gt;.png is not an image</span>" in shown
+
+
+@pytest.mark.parametrize("archive", [True, False], ids=["archived", "from-the-record"])
+def test_task_logs_shows_the_errors_first_line_and_keeps_sizes_in_details(
+    staff, make_queue, day_dir, archive
+) -> None:
+    """From the archived body when the queue keeps payloads, else from the task's record."""
+    task = failed_task(make_queue, day_dir, archive=archive)
+    html = staff.get(reverse("tasklogs:events"), {"task": task.id}).content.decode()
+    assert "error B" not in html and "<th>error</th>" in html
+    failed_row = next(row for row in re.findall(r"<tr>(.*?)</tr>", html, re.S) if "failed" in row)
+    error = re.search(r'<td class="tasklogs-error[^"]*">(.*?)</td>', failed_row).group(1)
+    assert error == '<span class="bad">ValueError: &lt;cat&gt;.png is not an image</span>'
+    assert "<details><summary>sizes</summary>" in failed_row and "<dt>result</dt>" in failed_row
+
+
+def test_recent_failures_show_the_errors_first_line(staff, make_queue, day_dir) -> None:
+    failed_task(make_queue, day_dir, archive=True)
+    html = staff.get("/").content.decode()
+    section = html[html.index('id="failures-title"') :]
+    assert "bytes of error" not in section
+    assert 'failed: <span class="bad">ValueError: &lt;cat&gt;.png is not an image</span>' in section
+
+
+def test_a_failure_whose_body_is_gone_says_only_how_it_ended(staff, make_queue, day_dir) -> None:
+    task = failed_task(make_queue, day_dir, archive=False)
+    get_store().delete(HOST, "resize", task.id)
+    html = staff.get("/").content.decode()
+    section = html[html.index('id="failures-title"') :]
+    assert '<td class="failure-how card-early card-wide">failed</td>' in section
