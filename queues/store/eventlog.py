@@ -17,7 +17,9 @@ from typing import Any
 import orjson
 
 from . import files, paths
+from .errors import StorageUnavailable
 from .records import Task
+from .spool import Spool
 
 EVENTS = frozenset(
     {"posted", "claimed", "progress", "result", "failed", "timeout", "requeue", "fetched"}
@@ -157,10 +159,14 @@ class EventLog:
     earlier day that arrives after the rollover (a slow thread) opens that day-file for itself.
     A descriptor is closed only once no write is using it, never under one."""
 
-    def __init__(self, logs_dir: Path, *, fsync: bool) -> None:
-        self.logs_dir, self.fsync = logs_dir, fsync
+    def __init__(self, logs_dir: Path, *, fsync: bool, spool: Spool | None = None) -> None:
+        self.logs_dir, self.fsync, self.spool = logs_dir, fsync, spool
         self._current: _DayFile | None = None
         self._lock = threading.Lock()
+        # whether the spool may hold lines: a restart may find some of a process that died
+        # before it drained them, so the first append looks once; after that only a failure
+        # this process saw sets it again (no extra system call per append otherwise)
+        self.spool_dirty = spool is not None
         # made now if it can be: a read-only or full logs directory must not keep the store
         # from opening (reads need no log); the first line then makes it, or answers 503
         with contextlib.suppress(OSError):
@@ -184,10 +190,15 @@ class EventLog:
         return line
 
     def append_many(
-        self, entries: list[tuple[Task, str, str | None, list[str]]], *, now: int
+        self,
+        entries: list[tuple[Task, str, str | None, list[str]]],
+        *,
+        now: int,
+        may_spool: bool = True,
     ) -> None:
         """The lines of a batch's transitions (task, event, worker, archived), all stamped `now`,
-        in one write and one flush: a batch shares the event log's fsync (group commit)."""
+        in one write and one flush: a batch shares the event log's fsync (group commit).
+        `may_spool`: False for a change that is undone when its lines fail (a claim)."""
         if not entries:
             return
         data = b"".join(
@@ -196,7 +207,7 @@ class EventLog:
         )
         assert all(event in EVENTS for _, event, _, _ in entries)
         # one write on the O_APPEND descriptor: another process's lines never land inside it
-        self._write(_day_of(now // 1000), data)
+        self._write(_day_of(now // 1000), data, may_spool=may_spool)
 
     def quarantined(self, host: str, queue: str, task_id: str, *, now: int) -> None:
         """A corrupt file moved aside: there is no record, so the line says only what is known."""
@@ -219,7 +230,37 @@ class EventLog:
     def write_line(self, line: dict[str, Any]) -> None:
         self._write(_day_of(line["t"]), orjson.dumps(line) + b"\n")
 
-    def _write(self, day: dt.date, data: bytes) -> None:
+    def _write(self, day: dt.date, data: bytes, *, may_spool: bool = True) -> None:
+        """Append the lines of a change already durable in the items store. If the logs disk
+        refuses them they are spooled on the items disk (spool.py) and the change stands; only
+        when the spool refuses too does this raise StorageUnavailable. Lines spooled earlier
+        are drained first, so that a task's lines keep their order where they can."""
+        if self.spool_dirty:
+            self.drain_spool()
+        try:
+            self._append(day, data)
+        except StorageUnavailable:
+            if self.spool is None or not may_spool:
+                raise
+            self.spool.keep(data)  # raises when the items disk refuses too: then a 503
+            self.spool_dirty = True
+
+    def drain_spool(self) -> bool:
+        """Append the spooled lines to their day-files (the sweep's every pass, and the next
+        append after this process spooled): whether none is left."""
+        if self.spool is None:
+            return True
+        self.spool_dirty = False  # before the listing: a line spooled meanwhile sets it again
+        drained = self.spool.drain(self._append_spooled)
+        if not drained:
+            self.spool_dirty = True
+        return drained
+
+    def _append_spooled(self, data: bytes) -> None:
+        first = orjson.loads(data[: data.index(b"\n")])  # every line of one append shares its day
+        self._append(_day_of(first["t"]), data)
+
+    def _append(self, day: dt.date, data: bytes) -> None:
         """Append whole lines to the day's file. After a fragment that could not be cut back
         (files.TornWrite), the next write starts with a newline: the fragment is then a torn
         line of its own, which readers pass over, and never swallows the line after it."""
