@@ -141,6 +141,9 @@ def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
 # earlier write lies before it.
 LINE_START = b'{"t":'
 
+# how far back a drain that finds a dead drainer's spool file looks for its lines (spool.py)
+_RECHECK_BYTES = 16 << 20
+
 
 def whole_line(line: bytes) -> bytes:
     """A day-file line (without its newline) resynchronised: a line that a torn write glued to
@@ -251,7 +254,7 @@ class EventLog:
         if self.spool is None:
             return True
         self.spool_dirty = False  # before the listing: a line spooled meanwhile sets it again
-        drained = self.spool.drain(self._append_spooled)
+        drained = self.spool.drain(self._append_spooled, self._holds)
         if not drained:
             self.spool_dirty = True
         return drained
@@ -259,6 +262,19 @@ class EventLog:
     def _append_spooled(self, data: bytes) -> None:
         first = orjson.loads(data[: data.index(b"\n")])  # every line of one append shares its day
         self._append(_day_of(first["t"]), data)
+
+    def _holds(self, data: bytes) -> bool:
+        """Whether the day-file of `data` ends with it somewhere in its last _RECHECK_BYTES
+        (the lines carry their task, event and millisecond: the same bytes are the same lines)."""
+        first = orjson.loads(data[: data.index(b"\n")])
+        path = paths.day_file(self.logs_dir, _day_of(first["t"]))
+        try:
+            with open(path, "rb") as day_file:
+                size = day_file.seek(0, os.SEEK_END)
+                day_file.seek(max(0, size - _RECHECK_BYTES - len(data)))
+                return data in day_file.read()
+        except FileNotFoundError:
+            return False
 
     def _append(self, day: dt.date, data: bytes) -> None:
         """Append whole lines to the day's file. After a fragment that could not be cut back

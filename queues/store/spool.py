@@ -8,8 +8,10 @@ in name order (the time it was spooled) by the sweep's every pass and by the nex
 process that spooled, each file unlinked only after its lines are appended.
 
 One drainer at a time: the drain holds a non-blocking flock on the spool directory, so two
-processes never append the same file; a crashed drainer's lock goes with it. A crash between
-a file's append and its unlink repeats that file's lines once (the only window left).
+processes never append the same file; a crashed drainer's lock goes with it. A crash between a
+file's append and its unlink leaves it `.draining`; the next drain appends it only if its bytes
+are not in the day-file's tail already (EventLog.holds), so a line is not repeated unless the
+day-file has grown by more than that tail since.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .errors import StorageUnavailable
 
 SPOOL_DIR = ".unlogged"  # not a valid host name: no listing of queues ever sees it
 SUFFIX = ".jsonl"
+DRAINING = ".draining"  # being appended now, or by a drainer that died before its unlink
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -45,10 +48,14 @@ class Spool:
             finally:
                 os.close(fd)
 
-    def drain(self, append: Callable[[bytes], None]) -> bool:
+    def drain(self, append: Callable[[bytes], None], appended: Callable[[bytes], bool]) -> bool:
         """Append every spooled file, oldest first, with `append` (which raises on a storage
         error), unlinking each once appended. Whether the spool is now empty; False also when
-        another process is draining it, or a disk still refuses."""
+        another process is draining it, or a disk still refuses.
+
+        Each file is renamed to `.draining` before its append: one found so at the start was
+        left by a drainer that died after the rename, and `appended` (its bytes are in the
+        day-file already) says whether to append it again."""
         try:
             fd = self._open(create=False)
         except FileNotFoundError:
@@ -60,13 +67,15 @@ class Spool:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False  # another drainer holds it: its lines are on their way
-            for name in sorted(n for n in os.listdir(fd) if n.endswith(SUFFIX)):
-                try:
-                    data = files.read_at(fd, name)
-                except FileNotFoundError:
-                    continue
-                append(data)
-                files.unlink(fd, name, fsync=self.fsync)
+            names = [n for n in os.listdir(fd) if n.endswith((SUFFIX, DRAINING))]
+            for name in sorted(names, key=_spooled_at):
+                draining = _spooled_at(name) + DRAINING
+                if name != draining:
+                    files.rename_aside(fd, name, fd, draining)
+                data = files.read_at(fd, draining)
+                if name != draining or not appended(data):
+                    append(data)
+                files.unlink(fd, draining, fsync=self.fsync)
             return True
         except (OSError, StorageUnavailable):
             return False  # kept for the next drain
@@ -89,3 +98,8 @@ class Spool:
     def _new_name(self) -> str:
         # the time first, so that name order is spooling order; pid and count keep it unique
         return f"{time.time_ns():020d}-{os.getpid()}-{next(self._count):08d}{SUFFIX}"
+
+
+def _spooled_at(name: str) -> str:
+    """A spool file's name without its suffix: the order it was spooled in."""
+    return name.rsplit(".", 1)[0]

@@ -189,3 +189,23 @@ def test_a_post_that_neither_disk_can_log_answers_503_and_leaves_no_task(
     assert pending_names(tmp_path) == before  # nothing of the refused posts stands
     assert list((tmp_path / "items" / HOST / QUEUE / "keys").iterdir()) == []
     assert store.state_counts(HOST, QUEUE, now=T0).pending == len(before)
+
+
+def test_a_drain_that_died_midway_neither_repeats_nor_loses_its_lines(tmp_path, store, logs):
+    post(store, 0)  # the day-file exists
+    filler = fill_logs(logs)
+    appended, not_yet = post(store, 1), post(store, 2)
+    filler.unlink()
+    first, second = sorted((tmp_path / "items" / SPOOL_DIR).iterdir())
+    # what a drainer killed after appending the first file, before its unlink, leaves behind
+    [day_file] = (logs / "tasks").glob("*.jsonl")
+    with open(day_file, "ab") as day:
+        day.write(first.read_bytes())
+    first.rename(first.with_suffix(".draining"))
+    # and one killed after renaming the second, before appending it
+    second.rename(second.with_suffix(".draining"))
+    report = sweep_all(store, lambda host, queue: SETTINGS, now=T0 + 1000)
+    assert not report.errors
+    assert spooled(tmp_path) == []
+    assert events_of(logs, appended) == ["posted"]  # once, not again
+    assert events_of(logs, not_yet) == ["posted"]  # once, not lost
