@@ -143,6 +143,8 @@ LINE_START = b'{"t":'
 
 # how far back a drain that finds a dead drainer's spool file looks for its lines (spool.py)
 _RECHECK_BYTES = 16 << 20
+# how many spool files an append drains before its own line (the sweep drains them all)
+_DRAIN_PER_APPEND = 32
 
 
 def whole_line(line: bytes) -> bytes:
@@ -238,8 +240,8 @@ class EventLog:
         refuses them they are spooled on the items disk (spool.py) and the change stands; only
         when the spool refuses too does this raise StorageUnavailable. Lines spooled earlier
         are drained first, so that a task's lines keep their order where they can."""
-        if self.spool_dirty:
-            self.drain_spool()
+        if self.spool_dirty:  # a few files per append: a long outage's spool is not one wait
+            self.drain_spool(limit=_DRAIN_PER_APPEND)
         try:
             self._append(day, data)
         except StorageUnavailable:
@@ -248,13 +250,13 @@ class EventLog:
             self.spool.keep(data)  # raises when the items disk refuses too: then a 503
             self.spool_dirty = True
 
-    def drain_spool(self) -> bool:
+    def drain_spool(self, *, limit: int | None = None) -> bool:
         """Append the spooled lines to their day-files (the sweep's every pass, and the next
-        append after this process spooled): whether none is left."""
+        appends after this process spooled, `limit` files each): whether none is left."""
         if self.spool is None:
             return True
         self.spool_dirty = False  # before the listing: a line spooled meanwhile sets it again
-        drained = self.spool.drain(self._append_spooled, self._holds)
+        drained = self.spool.drain(self._append_spooled, self._holds, limit=limit)
         if not drained:
             self.spool_dirty = True
         return drained

@@ -48,10 +48,17 @@ class Spool:
             finally:
                 os.close(fd)
 
-    def drain(self, append: Callable[[bytes], None], appended: Callable[[bytes], bool]) -> bool:
-        """Append every spooled file, oldest first, with `append` (which raises on a storage
-        error), unlinking each once appended. Whether the spool is now empty; False also when
-        another process is draining it, or a disk still refuses.
+    def drain(
+        self,
+        append: Callable[[bytes], None],
+        appended: Callable[[bytes], bool],
+        *,
+        limit: int | None = None,
+    ) -> bool:
+        """Append the spooled files, oldest first (at most `limit` of them), with `append`
+        (which raises on a storage error), unlinking each once appended. Whether the spool is
+        now empty; False also when files are left over the limit, another process is draining
+        it, or a disk still refuses.
 
         Each file is renamed to `.draining` before its append: one found so at the start was
         left by a drainer that died after the rename, and `appended` (its bytes are in the
@@ -68,7 +75,8 @@ class Spool:
             except BlockingIOError:
                 return False  # another drainer holds it: its lines are on their way
             names = [n for n in os.listdir(fd) if n.endswith((SUFFIX, DRAINING))]
-            for name in sorted(names, key=_spooled_at):
+            names.sort(key=_spooled_at)
+            for name in names[:limit]:
                 draining = _spooled_at(name) + DRAINING
                 if name != draining:
                     files.rename_aside(fd, name, fd, draining)
@@ -76,7 +84,7 @@ class Spool:
                 if name != draining or not appended(data):
                     append(data)
                 files.unlink(fd, draining, fsync=self.fsync)
-            return True
+            return limit is None or len(names) <= limit
         except (OSError, StorageUnavailable):
             return False  # kept for the next drain
         finally:

@@ -209,3 +209,16 @@ def test_a_drain_that_died_midway_neither_repeats_nor_loses_its_lines(tmp_path, 
     assert spooled(tmp_path) == []
     assert events_of(logs, appended) == ["posted"]  # once, not again
     assert events_of(logs, not_yet) == ["posted"]  # once, not lost
+
+
+def test_an_append_drains_a_long_spool_a_few_files_at_a_time_in_order(tmp_path, store, logs):
+    post(store, 0)  # the day-file exists
+    filler = fill_logs(logs)
+    spooled_ids = [post(store, n) for n in range(1, 41)]
+    filler.unlink()
+    first_after = post(store, 41)  # drains 32 files before its own line
+    assert len(spooled(tmp_path)) == 8
+    second_after = post(store, 42)  # and the rest
+    assert spooled(tmp_path) == []
+    posted = [line["id"] for line in lines(logs) if line["event"] == "posted"]
+    assert posted[1:] == [*spooled_ids[:32], first_after, *spooled_ids[32:], second_after]
