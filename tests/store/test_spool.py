@@ -222,3 +222,31 @@ def test_an_append_drains_a_long_spool_a_few_files_at_a_time_in_order(tmp_path, 
     assert spooled(tmp_path) == []
     posted = [line["id"] for line in lines(logs) if line["event"] == "posted"]
     assert posted[1:] == [*spooled_ids[:32], first_after, *spooled_ids[32:], second_after]
+
+
+def test_a_post_withdrawn_after_a_claim_took_its_task_stands(tmp_path, store):
+    from queues.store import posting
+
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=SETTINGS, posted_by="alice", now=T0).task
+    queue_dir = tmp_path / "items" / HOST / QUEUE
+    # what a claim does first: the no-replace rename out of pending/
+    (queue_dir / "pending" / f"{task.id}.json").rename(queue_dir / "processing" / f"{task.id}.json")
+    with store.queue_dirs(HOST, QUEUE) as qd:
+        assert posting.withdraw_task(qd, task, fsync=False) is False  # the post happened
+    assert [p.name for p in (queue_dir / "processing").iterdir()] == [f"{task.id}.json"]
+
+
+def test_a_post_whose_withdrawal_the_items_disk_refuses_keeps_its_task_and_answers_503(tmp_path):
+    from queues.store import posting
+
+    with small_fs(tmp_path / "items", size="1m") as items:
+        store = QueueStore(StoreConfig(items_dir=items, logs_dir=tmp_path / "logs", fsync=False))
+        try:
+            store.create_queue(HOST, QUEUE)
+            task = store.post(HOST, QUEUE, {}, settings=SETTINGS, posted_by="a", now=T0).task
+            read_only(items)
+            with store.queue_dirs(HOST, QUEUE) as qd:
+                assert posting.withdraw_task(qd, task, fsync=False) is True  # the 503 stands
+            assert (items / HOST / QUEUE / "pending" / f"{task.id}.json").is_file()
+        finally:
+            store.close()
