@@ -81,8 +81,16 @@ class Spool:
                 if name != draining:
                     files.rename_aside(fd, name, fd, draining)
                 data = files.read_at(fd, draining)
-                if name != draining or not appended(data):
+                if name == draining and appended(data):
+                    files.unlink(fd, draining, fsync=self.fsync)
+                    continue
+                try:
                     append(data)
+                except StorageUnavailable:
+                    if name != draining:  # not appended: no later drain need search for it
+                        with contextlib.suppress(OSError, StorageUnavailable):
+                            files.rename_aside(fd, draining, fd, name)
+                    raise
                 files.unlink(fd, draining, fsync=self.fsync)
             return limit is None or len(names) <= limit
         except (OSError, StorageUnavailable):

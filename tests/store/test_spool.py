@@ -250,3 +250,13 @@ def test_a_post_whose_withdrawal_the_items_disk_refuses_keeps_its_task_and_answe
             assert (items / HOST / QUEUE / "pending" / f"{task.id}.json").is_file()
         finally:
             store.close()
+
+
+def test_a_drain_the_full_disk_refuses_leaves_its_file_as_spooled(tmp_path, store, logs):
+    post(store, 0)  # the day-file exists
+    fill_logs(logs)
+    post(store, 1)
+    post(store, 2)  # its append tries the drain first, and the disk refuses it
+    names = spooled(tmp_path)
+    # none is left `.draining`, which only a dead drainer leaves (and a drain must search for)
+    assert len(names) == 2 and all(name.endswith(".jsonl") for name in names)
