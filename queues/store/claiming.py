@@ -82,7 +82,12 @@ def _claim_from(
                     core.quarantine(qd, "pending", task_id, now=now)
         claimed = (
             core.apply_many(
-                qd, [change for _, _, change in taken], now=now, worker=worker, settings=None
+                qd,
+                [change for _, _, change in taken],
+                now=now,
+                worker=worker,
+                settings=None,
+                may_spool=False,  # a claim whose line fails is put back, never spooled
             )
             if taken
             else []

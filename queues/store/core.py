@@ -22,6 +22,7 @@ from typing import Any
 from . import copies, files, paths, posting
 from .archive import PayloadArchive
 from .dircount import DirCounts
+from .errors import StorageUnavailable
 from .eventlog import NO_REASON, Because, EventLog
 from .index import PendingIndex
 from .inotify import changes
@@ -31,6 +32,7 @@ from .paths import QueueDirs
 from .records import State, Task, check_transition
 from .rules import Change
 from .settings import QueueSettings, StoreConfig
+from .spool import Spool
 
 
 class QueueCore:
@@ -38,7 +40,8 @@ class QueueCore:
         self.config = config
         self.fsync = config.fsync
         files.use_umask(config.umask)  # before anything of the store is created
-        self.log = EventLog(config.logs_dir, fsync=config.fsync)
+        spool = Spool(config.items_dir, fsync=config.fsync)  # on the items disk, not the logs'
+        self.log = EventLog(config.logs_dir, fsync=config.fsync, spool=spool)
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
         self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
@@ -127,8 +130,25 @@ class QueueCore:
         )
         posting.write_task(qd, task, fsync=self.fsync)
         self.note_pending(qd, task)
-        self.log.append(task, "posted", now=now, archived=archived, because=because)
+        try:
+            self.log.append(task, "posted", now=now, archived=archived, because=because)
+        except StorageUnavailable:
+            # neither the day-file nor the spool took the line: the post is answered 503, so
+            # it must not stand, unless a claim took the task first (then it happened)
+            if self._withdraw(qd, task):
+                raise
         return None
+
+    def _withdraw(self, qd: QueueDirs, task: Task) -> bool:
+        """Take back a task just written into pending/ (posting.withdraw_task): whether it is
+        gone; False when a claim took it first, and the post stands."""
+        withdrawn = posting.withdraw_task(qd, task, fsync=self.fsync)
+        if withdrawn:
+            with self.lock:
+                idx = self._queues.known_index(qd)
+                if idx is not None:
+                    idx.forget(task.id)
+        return withdrawn
 
     def admit_many(
         self, qd: QueueDirs, tasks: list[Task], *, now: int, settings: QueueSettings
@@ -151,7 +171,15 @@ class QueueCore:
         posting.write_tasks(qd, new, fsync=self.fsync)
         for task in new:
             self.note_pending(qd, task)
-        self.log.append_many([(task, "posted", None, archived[task.id]) for task in new], now=now)
+        try:
+            self.log.append_many(
+                [(task, "posted", None, archived[task.id]) for task in new], now=now
+            )
+        except StorageUnavailable:
+            # as admit(); a task a claim took first stays posted (store.md: both disks failing)
+            for task in new:
+                self._withdraw(qd, task)
+            raise
         return [priors.get(task.id) for task in tasks]
 
     def apply_many(
@@ -162,10 +190,11 @@ class QueueCore:
         now: int,
         worker: str | None,
         settings: QueueSettings | None,
+        may_spool: bool = True,
     ) -> list[Task]:
         """apply() for a batch of changes of locked tasks: the records are written content
         first with one fsync per directory touched (copies.commit_many), then every event
-        line in one write and one flush of the event log."""
+        line in one write and one flush of the event log (`may_spool`: EventLog.append_many)."""
         for change in changes:
             check_transition(change.new.id, change.old.status, change.new.status, change.event)
         archived = [
@@ -185,6 +214,7 @@ class QueueCore:
                 if c.event is not None
             ],
             now=now,
+            may_spool=may_spool,
         )
         return [change.new for change in changes]
 
@@ -230,6 +260,9 @@ class QueueCore:
         `deleted` (an operator's). Its archived payloads stay. The caller holds the task
         file's lock."""
         check_transition(task.id, task.status, None, event)
+        if self.log.spool_dirty and not self.log.drain_spool():
+            # a line of this task may still be spooled: its record stays until that is written
+            raise StorageUnavailable("The event log has lines it could not write yet.")
         # the key goes first: a crash in between leaves a task without a key, never a key that
         # would bring a cleaned task back
         posting.remove_key(qd, task, fsync=self.fsync)

@@ -17,7 +17,9 @@ from typing import Any
 import orjson
 
 from . import files, paths
+from .errors import StorageUnavailable
 from .records import Task
+from .spool import Spool
 
 EVENTS = frozenset(
     {"posted", "claimed", "progress", "result", "failed", "timeout", "requeue", "fetched"}
@@ -139,6 +141,11 @@ def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
 # earlier write lies before it.
 LINE_START = b'{"t":'
 
+# how far back a drain that finds a dead drainer's spool file looks for its lines (spool.py)
+_RECHECK_BYTES = 16 << 20
+# how many spool files an append drains before its own line (the sweep drains them all)
+_DRAIN_PER_APPEND = 32
+
 
 def whole_line(line: bytes) -> bytes:
     """A day-file line (without its newline) resynchronised: a line that a torn write glued to
@@ -157,10 +164,14 @@ class EventLog:
     earlier day that arrives after the rollover (a slow thread) opens that day-file for itself.
     A descriptor is closed only once no write is using it, never under one."""
 
-    def __init__(self, logs_dir: Path, *, fsync: bool) -> None:
-        self.logs_dir, self.fsync = logs_dir, fsync
+    def __init__(self, logs_dir: Path, *, fsync: bool, spool: Spool | None = None) -> None:
+        self.logs_dir, self.fsync, self.spool = logs_dir, fsync, spool
         self._current: _DayFile | None = None
         self._lock = threading.Lock()
+        # whether the spool may hold lines: a restart may find some of a process that died
+        # before it drained them, so the first append looks once; after that only a failure
+        # this process saw sets it again (no extra system call per append otherwise)
+        self.spool_dirty = spool is not None
         # made now if it can be: a read-only or full logs directory must not keep the store
         # from opening (reads need no log); the first line then makes it, or answers 503
         with contextlib.suppress(OSError):
@@ -184,10 +195,15 @@ class EventLog:
         return line
 
     def append_many(
-        self, entries: list[tuple[Task, str, str | None, list[str]]], *, now: int
+        self,
+        entries: list[tuple[Task, str, str | None, list[str]]],
+        *,
+        now: int,
+        may_spool: bool = True,
     ) -> None:
         """The lines of a batch's transitions (task, event, worker, archived), all stamped `now`,
-        in one write and one flush: a batch shares the event log's fsync (group commit)."""
+        in one write and one flush: a batch shares the event log's fsync (group commit).
+        `may_spool`: False for a change that is undone when its lines fail (a claim)."""
         if not entries:
             return
         data = b"".join(
@@ -196,7 +212,7 @@ class EventLog:
         )
         assert all(event in EVENTS for _, event, _, _ in entries)
         # one write on the O_APPEND descriptor: another process's lines never land inside it
-        self._write(_day_of(now // 1000), data)
+        self._write(_day_of(now // 1000), data, may_spool=may_spool)
 
     def quarantined(self, host: str, queue: str, task_id: str, *, now: int) -> None:
         """A corrupt file moved aside: there is no record, so the line says only what is known."""
@@ -219,7 +235,50 @@ class EventLog:
     def write_line(self, line: dict[str, Any]) -> None:
         self._write(_day_of(line["t"]), orjson.dumps(line) + b"\n")
 
-    def _write(self, day: dt.date, data: bytes) -> None:
+    def _write(self, day: dt.date, data: bytes, *, may_spool: bool = True) -> None:
+        """Append the lines of a change already durable in the items store. If the logs disk
+        refuses them they are spooled on the items disk (spool.py) and the change stands; only
+        when the spool refuses too does this raise StorageUnavailable. Lines spooled earlier
+        are drained first, so that a task's lines keep their order where they can."""
+        if self.spool_dirty:  # a few files per append: a long outage's spool is not one wait
+            self.drain_spool(limit=_DRAIN_PER_APPEND)
+        try:
+            self._append(day, data)
+        except StorageUnavailable:
+            if self.spool is None or not may_spool:
+                raise
+            self.spool.keep(data)  # raises when the items disk refuses too: then a 503
+            self.spool_dirty = True
+
+    def drain_spool(self, *, limit: int | None = None) -> bool:
+        """Append the spooled lines to their day-files (the sweep's every pass, and the next
+        appends after this process spooled, `limit` files each): whether none is left."""
+        if self.spool is None:
+            return True
+        self.spool_dirty = False  # before the listing: a line spooled meanwhile sets it again
+        drained = self.spool.drain(self._append_spooled, self._holds, limit=limit)
+        if not drained:
+            self.spool_dirty = True
+        return drained
+
+    def _append_spooled(self, data: bytes) -> None:
+        first = orjson.loads(data[: data.index(b"\n")])  # every line of one append shares its day
+        self._append(_day_of(first["t"]), data)
+
+    def _holds(self, data: bytes) -> bool:
+        """Whether the day-file of `data` ends with it somewhere in its last _RECHECK_BYTES
+        (the lines carry their task, event and millisecond: the same bytes are the same lines)."""
+        first = orjson.loads(data[: data.index(b"\n")])
+        path = paths.day_file(self.logs_dir, _day_of(first["t"]))
+        try:
+            with open(path, "rb") as day_file:
+                size = day_file.seek(0, os.SEEK_END)
+                day_file.seek(max(0, size - _RECHECK_BYTES - len(data)))
+                return data in day_file.read()
+        except FileNotFoundError:
+            return False
+
+    def _append(self, day: dt.date, data: bytes) -> None:
         """Append whole lines to the day's file. After a fragment that could not be cut back
         (files.TornWrite), the next write starts with a newline: the fragment is then a torn
         line of its own, which readers pass over, and never swallows the line after it."""

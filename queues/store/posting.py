@@ -242,6 +242,27 @@ def write_task(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
         _write_once(qd, task.id, data, fsync=fsync)
 
 
+def withdraw_task(qd: QueueDirs, task: Task, *, fsync: bool) -> bool:
+    """Take a task just written into pending/ back out (its post is answered 503): renamed to
+    a temp name first, atomically, so that a claim either took it before (the rename finds
+    nothing: False, the post happened and is acknowledged) or never will. Its key goes next;
+    the temp is removed last (or by the sweep's temp pass). An items disk that refuses the
+    rename too leaves the task in pending/ (True all the same: the 503 stands)."""
+    pending = qd.fd("pending")
+    aside = files.temp_name()
+    try:
+        files.rename_aside(pending, paths.task_file(task.id), pending, aside)
+    except FileNotFoundError:
+        return False
+    except StorageUnavailable:
+        return True
+    with contextlib.suppress(OSError, StorageUnavailable):
+        remove_key(qd, task, fsync=fsync)
+    with contextlib.suppress(OSError, StorageUnavailable):
+        files.unlink(pending, aside, fsync=fsync)
+    return True
+
+
 def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: bool) -> None:
     pending = qd.fd("pending")
     temp = files.write_temp(pending, data, fsync=fsync)

@@ -328,6 +328,7 @@ def sweep_all(
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return SweepReport(skipped=True)
+        core.log.drain_spool()  # lines the logs disk refused (spool.py), before this pass's own
         report = SweepReport()
         for host, queue in core.queues():
             settings = settings_for(host, queue)  # a database gone ends the pass: the loop says so

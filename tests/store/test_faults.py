@@ -137,7 +137,7 @@ def _ids(h: Harness) -> set[str]:
     }
 
 
-def test_event_log_write_error_is_not_swallowed(tmp_path):
+def test_an_event_line_the_log_refuses_is_spooled_not_lost(tmp_path):
     store = QueueStore(StoreConfig(items_dir=tmp_path / "i", logs_dir=tmp_path / "l", fsync=True))
     try:
         files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = (
@@ -145,8 +145,13 @@ def test_event_log_write_error_is_not_swallowed(tmp_path):
             1,
             errno.ENOSPC,
         )
-        with pytest.raises(StorageUnavailable):
-            store.post(HOST, QUEUE, {}, settings=procs.LONG, posted_by=None)
+        first = store.post(HOST, QUEUE, {}, settings=procs.LONG, posted_by=None).task
+        assert list((tmp_path / "i" / ".unlogged").iterdir())  # acknowledged, its line spooled
+        files.FAULTS.reset()
+        second = store.post(HOST, QUEUE, {}, settings=procs.LONG, posted_by=None).task
     finally:
         files.FAULTS.reset()
         store.close()
+    [day] = (tmp_path / "l" / "tasks").glob("*.jsonl")
+    posted = [orjson.loads(line)["id"] for line in day.read_bytes().splitlines()]
+    assert posted == [first.id, second.id]  # the spooled line drained before the next one
