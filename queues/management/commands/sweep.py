@@ -11,8 +11,7 @@ from django.db import InterfaceError, OperationalError, connections
 
 from queues.services import get_store, queue_settings_for
 from queues.store import StorageUnavailable, SweepReport
-from queues.store.sweep import storage_fault, storage_line
-from queues.store_router import PostgresUnavailable, StoreRouter
+from queues.store_router import StoreRouter
 from queues.sweep_services import run_sweep_services, run_sweep_services_every
 from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 
@@ -91,18 +90,11 @@ class Command(BaseCommand):
         loop that died with it would stop timing out tasks until someone restarted it."""
         try:
             return store.sweep_all(queue_settings_for), configured_queues()
-        except (OperationalError, InterfaceError, PostgresUnavailable):
+        except (OperationalError, InterfaceError, StorageUnavailable):
             connections.close_all()  # Django's broken connection: the next pass opens anew
             # one sentence whatever the driver said (refused, starting up, cut off), so the
             # tally says it once for the whole outage
             return SweepReport(errors=[DATABASE_DOWN]), 0
-        except (StorageUnavailable, OSError) as exc:
-            # a disk refusing where the store's pass could not say it itself: the same one
-            # line, not the loop's end
-            fault = storage_fault(exc)
-            if fault is None and not isinstance(exc, StorageUnavailable):
-                raise
-            return SweepReport(errors=[storage_line({fault or str(exc)})]), 0
 
     def say(self, line: str) -> None:
         self.stdout.write(line)
