@@ -8,6 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -315,3 +318,38 @@ def test_a_stale_temp_directory_is_left_alone_without_failing_the_pass(items, lo
     os.utime(stray, (0, 0))
     assert _sweep(items, logs, caplog) == ([], 1)
     assert stray.is_dir()
+
+
+@pytest.mark.slow
+def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_path, items, logs):
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        "PATH": os.environ["PATH"], "TASKHOSTER_VAR_DIR": str(tmp_path / "var"), "DEBUG": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "TASKHOSTER_FSYNC": "0",
+        "TASKHOSTER_ITEMS_DIR": str(items), "TASKHOSTER_LOGS_DIR": str(logs),
+        "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+    }  # fmt: skip
+    manage = [sys.executable, str(root / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=root, env=env, check=True)
+    subprocess.run([*manage, "createqueue", HOST, QUEUE], cwd=root, env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    _with_a_lapsed_lease(items, logs)
+    read_only(items)
+    loop = subprocess.Popen([*manage, "sweep", "--loop", "--interval", "0.1"], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert loop.stderr is not None
+        first = loop.stderr.readline()  # a traceback's first line, were the pass to raise
+        assert "Read-only file system" in first and "next pass" in first, first
+        writable(items)
+        assert loop.stdout is not None
+        # the pass after the outage: the task (posted at T0, long ago) is past its queue time
+        while "timeout=1" not in loop.stdout.readline():
+            assert loop.poll() is None
+        loop.send_signal(signal.SIGINT)
+        _, err = loop.communicate(timeout=30)
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.communicate()
+    assert "Traceback" not in err and "Read-only" not in err, err  # said once in all
