@@ -13,6 +13,7 @@ starts where no line of its file is stored is copied straight into the table (in
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable, Iterator
@@ -88,11 +89,13 @@ def ingest_directory(source: Path, *, progress: Progress | None = None) -> Inges
     report = IngestReport()
     cursors = {c.name: c for c in IngestCursor.objects.all()}
     for entry in day_files(source):
-        st = entry.stat(follow_symlinks=False)
-        cursor = cursors.get(entry.name)
-        if cursor and cursor.inode == st.st_ino and cursor.offset == st.st_size:
-            continue  # nothing new: the common case under --follow, answered without reading
-        report.add(ingest_day_file(Path(entry.path), cursor, progress=progress))
+        # a day-file pruned (or moved away) since the listing: its lines were stored before
+        with contextlib.suppress(FileNotFoundError):
+            st = entry.stat(follow_symlinks=False)
+            cursor = cursors.get(entry.name)
+            if cursor and cursor.inode == st.st_ino and cursor.offset == st.st_size:
+                continue  # nothing new: the common case under --follow, answered without reading
+            report.add(ingest_day_file(Path(entry.path), cursor, progress=progress))
     return report
 
 

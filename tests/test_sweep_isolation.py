@@ -1,18 +1,20 @@
 """One queue whose sweep fails in a way the store did not foresee: the pass logs it with its
 traceback, names the queue among the pass's errors, and sweeps every other queue all the same.
 
-The failure is real: a directory named like a stale temp file in the queue's pending/, which
-the store's temp cleanup tries to unlink (EISDIR, an OSError the store does not turn into one
-of its own errors)."""
+The failure is real: a stale temp file in the queue's pending/ made immutable (chattr +i), which
+the store's temp cleanup tries to unlink and even root may not (EPERM, an OSError the store
+does not turn into one of its own errors, nor takes for a disk refusing)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,10 +29,18 @@ ROOT = Path(__file__).resolve().parent.parent
 LONG_AGO_MS = int(time.time() * 1000) - 120_000  # two minutes: a 10 s lease has lapsed
 
 
-def break_sweep_of(queue_dir) -> None:
+@contextlib.contextmanager
+def sweep_broken(queue_dir: Path) -> Iterator[None]:
+    """An immutable stale temp in the queue's pending/ for the block (skips without chattr)."""
     stale = queue_dir / "pending" / f"{files.TEMP_PREFIX}left-by-hand"
-    stale.mkdir()
+    stale.write_bytes(b"{}")
     os.utime(stale, (0, 0))  # older than any temp file's writer could still be alive
+    if subprocess.run(["chattr", "+i", str(stale)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not possible here (not root, or a file system without it)")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(stale)], check=True)
 
 
 def lapsed_lease(store, queue) -> str:
@@ -48,10 +58,11 @@ def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_d
     broken = make_queue("task.example.com", "a-broken", lease_seconds=10)
     healthy = [make_queue("task.example.com", name, lease_seconds=10) for name in ("b", "c")]
     lapsed = {queue.name: lapsed_lease(store, queue) for queue in (broken, *healthy)}
-    break_sweep_of(store_dirs["items"] / "task.example.com" / "a-broken")
-
     out, err = io.StringIO(), io.StringIO()
-    with caplog.at_level(logging.ERROR):
+    with (
+        sweep_broken(store_dirs["items"] / "task.example.com" / "a-broken"),
+        caplog.at_level(logging.ERROR),
+    ):
         call_command("sweep", stdout=out, stderr=err)
 
     for queue in healthy:
@@ -59,7 +70,7 @@ def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_d
     assert "requeue=2" in out.getvalue()
     assert "task.example.com/a-broken" in err.getvalue()
     [logged] = [r for r in caplog.records if "task.example.com/a-broken" in r.getMessage()]
-    assert logged.exc_info is not None and logged.exc_info[0] is IsADirectoryError
+    assert logged.exc_info is not None and logged.exc_info[0] is PermissionError
     # nothing of the broken queue was lost: its task is still there, waiting for a sweep
     assert store.read(broken.host.name, broken.name, lapsed["a-broken"]).status == "processing"
 
@@ -89,9 +100,11 @@ def test_the_chaos_run_finds_the_error_in_the_sweep_loop_log(tmp_path):
     log = tmp_path / "sweeper.log"
     log.write_text("2026-12-01T00:00:00Z 1 queue swept: requeue=1\n")
     assert unforeseen_sweep_errors(log) == []
-    break_sweep_of(tmp_path / "items" / "task.example.com" / "a-broken")
-    with open(log, "wb") as out:
+    with (
+        sweep_broken(tmp_path / "items" / "task.example.com" / "a-broken"),
+        open(log, "wb") as out,
+    ):
         subprocess.run([*manage, "sweep"], cwd=ROOT, env=env, stdout=out,
                        stderr=subprocess.STDOUT, check=True)  # fmt: skip
     [line] = unforeseen_sweep_errors(log)
-    assert line.startswith("task.example.com/a-broken: the sweep failed (IsADirectoryError")
+    assert line.startswith("task.example.com/a-broken: the sweep failed (PermissionError")

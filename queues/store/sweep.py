@@ -11,10 +11,11 @@ Its functions take the QueueCore; QueueStore's module gives them their public fa
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 
 import orjson
@@ -22,7 +23,7 @@ import orjson
 from . import copies, files, paths, rules
 from .clock import now_ms
 from .core import QueueCore
-from .errors import CorruptRecord, StoreError
+from .errors import CorruptRecord, StorageUnavailable, StoreError
 from .eventlog import NO_REASON, Because
 from .paths import QueueDirs
 from .records import Task
@@ -34,6 +35,9 @@ logger = logging.getLogger("taskhoster.sweep")
 # How a pass names a queue's unforeseen failure among its errors (the chaos run looks for it).
 UNFORESEEN = "the sweep failed"
 STALE_TEMP_MS = 60_000  # a temp file (or a key without its task) this old: its writer died
+# The items or logs disk refusing now (read-only, full, failing, over quota): a condition of the
+# pass, said in one line, never a queue's unforeseen failure with its traceback.
+STORAGE_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EIO, errno.EDQUOT})
 
 
 @dataclass
@@ -51,12 +55,15 @@ class SweepReport:
     keys_removed: int = 0  # idempotency keys whose task never appeared
     logs_pruned: int = 0
     errors: list[str] = field(default_factory=list)
+    # what the disks refused this pass (an errno's text each): one line in `errors` at its end
+    storage_faults: set[str] = field(default_factory=set)
 
     def add(self, other: SweepReport) -> None:
         for f in fields(self):
             if f.type == "int":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.errors += other.errors
+        self.storage_faults |= other.storage_faults
 
     def counts(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.type == "int"}
@@ -71,9 +78,11 @@ def sweep_queue(
 
 def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) -> SweepReport:
     report = SweepReport(queues=1)
-    _remove_temps(qd, now, report)
+    with _storage_faults_noted(report):  # the time rules after it matter more
+        _remove_temps(qd, now, report)
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
-    _remove_orphan_keys(qd, listed, now, report)
+    with _storage_faults_noted(report):
+        _remove_orphan_keys(qd, listed, now, report)
     with core.lock:
         known = dict(core.index(qd).entries)
     for task_id in sorted(set().union(*listed.values())):
@@ -83,10 +92,37 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
         if where == ["pending"] and fresh:
             continue
-        best = _settle(core, qd, task_id, where, now, report)
-        if best is not None:
-            _apply_rules(core, qd, best, settings, now, report)
+        # A disk refusing one task's change may still allow the next one's (a full disk still
+        # deletes: retention goes on while a requeue's write is refused).
+        with _storage_faults_noted(report):
+            best = _settle(core, qd, task_id, where, now, report)
+            if best is not None:
+                _apply_rules(core, qd, best, settings, now, report)
     return report
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """The text of the storage fault `exc` is (or was raised from), or None if it is none."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain, and it can loop: files re-raises an OSError from itself
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in STORAGE_ERRNOS:
+            return seen.strerror or os.strerror(seen.errno)
+        seen = seen.__cause__
+    return None
+
+
+@contextlib.contextmanager
+def _storage_faults_noted(report: SweepReport) -> Iterator[None]:
+    """Note a storage fault of the block in `report` and go on after it."""
+    try:
+        yield
+    except (StorageUnavailable, OSError) as exc:
+        fault = storage_fault(exc)
+        if fault is None:
+            raise  # not the disk's (a key that kept changing): the queue's error, as before
+        report.storage_faults.add(fault)
 
 
 def _list(qd: QueueDirs, directory: str) -> set[str]:
@@ -98,6 +134,10 @@ def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
         fd = qd.fd(directory)
         for entry in os.scandir(fd):
             if not entry.name.startswith(files.TEMP_PREFIX):
+                continue
+            # The store's temps are regular files: anything else under such a name (a directory
+            # left by hand, a FIFO) is not one of ours to remove, nor a reason to fail the pass.
+            if not entry.is_file(follow_symlinks=False):
                 continue
             # A temp is renamed to its task's name the moment its write is done: one listed a
             # moment ago may be gone by its stat, or by its unlink. Either way its writer
@@ -315,32 +355,77 @@ def sweep_all(
     *,
     now: int | None = None,
 ) -> SweepReport:
-    """Sweep every queue on disk that has settings; skipped if another sweep is running."""
+    """Sweep every queue on disk that has settings; skipped if another sweep is running.
+
+    A disk that refuses (read-only, full, failing) is one line among the pass's errors, the
+    same line each pass while it lasts: the pass does what the disks still allow, and the next
+    pass tries the rest again."""
     now = now_ms(now)
-    lock = os.open(
-        paths.SWEEP_LOCK,
-        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        files.FILE_MODE,
-        dir_fd=core.root_fd,
-    )
+    report = SweepReport()
+    lock = _sweep_lock(core, report)
     try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return SweepReport(skipped=True)
-        core.log.drain_spool()  # lines the logs disk refused (spool.py), before this pass's own
-        report = SweepReport()
-        for host, queue in core.queues():
-            settings = settings_for(host, queue)  # a database gone ends the pass: the loop says so
-            if settings is None:
-                continue  # not a configured queue: leave its files alone
+        if lock is not None:
             try:
-                report.add(sweep_queue(core, host, queue, settings, now=now))
-            except StoreError as exc:
-                report.errors.append(f"{host}/{queue}: {exc.detail}")
-            except Exception as exc:
-                report.errors.append(unexpected(host, queue, exc))
-        report.logs_pruned = core.prune_logs(now=now)
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return SweepReport(skipped=True)
+        with _storage_faults_noted(report):
+            core.log.drain_spool()  # lines the logs disk refused (spool.py), before this pass's
+        with _storage_faults_noted(report):
+            for host, queue in core.queues():
+                settings = settings_for(
+                    host, queue
+                )  # a database gone ends the pass: the loop says so
+                if settings is None:
+                    continue  # not a configured queue: leave its files alone
+                _sweep_one(core, host, queue, settings, now, report)
+        with _storage_faults_noted(report):
+            report.logs_pruned = core.prune_logs(now=now)
+        if report.storage_faults:
+            report.errors.append(storage_line(report.storage_faults))
         return report
     finally:
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
+
+
+def storage_line(faults: set[str]) -> str:
+    return (
+        f"sweep: the store's disks refuse ({'; '.join(sorted(faults))}); "
+        "what they refused is tried again at the next pass"
+    )
+
+
+def _sweep_one(
+    core: QueueCore, host: str, queue: str, settings: QueueSettings, now: int, report: SweepReport
+) -> None:
+    try:
+        with _storage_faults_noted(report):
+            report.add(sweep_queue(core, host, queue, settings, now=now))
+    except StoreError as exc:
+        report.errors.append(f"{host}/{queue}: {exc.detail}")
+    except Exception as exc:
+        report.errors.append(unexpected(host, queue, exc))
+
+
+def _sweep_lock(core: QueueCore, report: SweepReport) -> int | None:
+    """The descriptor of the items root's sweep lock; None when a read-only or failing disk
+    cannot give one. The pass then goes on unlocked: each change still locks its task file,
+    so two sweeps at once only do the same work twice (and a read-only disk allows none)."""
+    try:
+        return os.open(
+            paths.SWEEP_LOCK,
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            files.FILE_MODE,
+            dir_fd=core.root_fd,
+        )
+    except OSError as exc:
+        fault = storage_fault(exc)
+        if fault is None:
+            raise
+        report.storage_faults.add(fault)
+    with contextlib.suppress(OSError):  # a read-only disk still opens (and flocks) it to read
+        return os.open(
+            paths.SWEEP_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=core.root_fd
+        )
+    return None

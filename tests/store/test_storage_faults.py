@@ -6,13 +6,26 @@ archive) is a small tmpfs, filled up or remounted read-only (tests/store/mounts.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from queues.monitor.tail import LogTail
-from queues.store import QueueSettings, QueueStore, StorageUnavailable, StoreConfig, sweep_queue
+from queues.store import (
+    QueueSettings,
+    QueueStore,
+    StorageUnavailable,
+    StoreConfig,
+    files,
+    sweep_all,
+    sweep_queue,
+)
 
 from .conftest import HOST, QUEUE, T0
 from .mounts import fill, read_only, small_fs, writable
@@ -191,3 +204,152 @@ def test_a_claim_moves_another_tenants_record_aside_even_when_it_cannot_log_it(t
     ] == [planted.id]
     store.close()
     writable(logs)
+
+
+# The sweep on a disk that refuses (issue 21): one line for the pass, never a traceback, and the
+# next pass does what this one could not.
+
+LAPSED = SETTINGS  # a 30 s lease claimed at T0 has lapsed by T0 + LATER
+LATER = 7_200_000  # and a retention of an hour is over
+
+
+@pytest.fixture
+def items(tmp_path):
+    with small_fs(tmp_path / "items", size="1m") as where:
+        yield where
+
+
+def _with_a_lapsed_lease(items: Path, logs: Path, *, leased: int = 1, done: int = 0) -> list[str]:
+    """`leased` tasks whose lease lapses by T0 + LATER, then `done` finished tasks whose
+    retention is over by then; the done ones sort last, so a pass meets them last."""
+    store = QueueStore(StoreConfig(items_dir=items, logs_dir=logs, fsync=False))
+    store.create_queue(HOST, QUEUE)
+    for n in range(leased + done):
+        store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="alice", now=T0)
+    ids = sorted(t.id for t in store.claim(HOST, QUEUE, settings=SETTINGS, worker="box-1",
+                                           max_tasks=leased + done, now=T0))  # fmt: skip
+    for task_id in ids[leased:]:
+        store.finish(HOST, QUEUE, task_id, settings=SETTINGS, worker="box-1", attempt=1,
+                     result={"ok": True}, now=T0)  # fmt: skip
+    sweep_all(store, lambda host, queue: SETTINGS, now=T0)  # makes its lock file
+    store.close()  # its open day-file would refuse the remount
+    return ids
+
+
+def _sweep(items: Path, logs: Path, caplog) -> tuple[list[str], int]:
+    """One pass of a fresh store (a restarted sweep loop): its errors and its requeues."""
+    store = QueueStore(StoreConfig(items_dir=items, logs_dir=logs, fsync=False))
+    try:
+        with caplog.at_level(logging.DEBUG, logger="taskhoster"):
+            report = sweep_all(store, lambda host, queue: LAPSED, now=T0 + LATER)
+    finally:
+        store.close()
+    assert [r for r in caplog.records if r.exc_info] == []  # no traceback logged
+    return report.errors, report.requeue
+
+
+def _status(items: Path, logs: Path, task_id: str) -> str:
+    store = QueueStore(StoreConfig(items_dir=items, logs_dir=logs, fsync=False))
+    try:
+        return store.read(HOST, QUEUE, task_id).status
+    finally:
+        store.close()
+
+
+def test_a_sweep_on_a_read_only_items_disk_says_so_in_one_line_then_sweeps_once_writable(
+    items, logs, caplog
+):
+    [task_id] = _with_a_lapsed_lease(items, logs)
+    read_only(items)
+    errors, requeued = _sweep(items, logs, caplog)
+    assert requeued == 0
+    [line] = errors
+    assert "Read-only file system" in line and "next pass" in line
+    assert _status(items, logs, task_id) == "processing"  # nothing lost, nothing half done
+    writable(items)
+    assert _sweep(items, logs, caplog) == ([], 1)
+    assert _status(items, logs, task_id) == "pending"
+
+
+def test_a_sweep_without_its_lock_file_on_a_read_only_items_disk_still_runs(items, logs, caplog):
+    [task_id] = _with_a_lapsed_lease(items, logs)
+    (items / ".sweep.lock").unlink()
+    read_only(items)
+    [line] = _sweep(items, logs, caplog)[0]
+    assert "Read-only file system" in line
+    writable(items)
+    assert _sweep(items, logs, caplog) == ([], 1)
+    assert _status(items, logs, task_id) == "pending"
+
+
+def test_a_sweep_on_a_full_items_disk_says_so_in_one_line_then_sweeps_once_there_is_room(
+    items, logs, caplog
+):
+    """A full disk refuses the requeue's new copy but still deletes: the done task whose
+    retention is over goes all the same, in the same pass."""
+    leased, done = _with_a_lapsed_lease(items, logs, leased=1, done=1)
+    filler = fill(items)
+    errors, requeued = _sweep(items, logs, caplog)
+    assert requeued == 0
+    [line] = errors
+    assert "No space left on device" in line
+    assert _status(items, logs, leased) == "processing"
+    assert not (items / HOST / QUEUE / "done" / f"{done}.json").exists()  # cleaned
+    filler.unlink()
+    assert _sweep(items, logs, caplog) == ([], 1)
+
+
+def test_a_sweep_on_a_read_only_logs_disk_requeues_and_says_so_in_one_line(items, logs, caplog):
+    """The items disk still takes the requeue; only its event line is refused (said once)."""
+    task_ids = _with_a_lapsed_lease(items, logs, leased=2)
+    read_only(logs)
+    [line] = _sweep(items, logs, caplog)[0]
+    assert "Read-only file system" in line
+    # both claimable again all the same: the first refused line did not end the queue's pass
+    assert [_status(items, logs, i) for i in task_ids] == ["pending", "pending"]
+    writable(logs)
+    assert _sweep(items, logs, caplog) == ([], 0)
+
+
+def test_a_stale_temp_directory_is_left_alone_without_failing_the_pass(items, logs, caplog):
+    _with_a_lapsed_lease(items, logs)
+    stray = items / HOST / QUEUE / "pending" / f"{files.TEMP_PREFIX}left-by-hand"
+    stray.mkdir()
+    os.utime(stray, (0, 0))
+    assert _sweep(items, logs, caplog) == ([], 1)
+    assert stray.is_dir()
+
+
+@pytest.mark.slow
+def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_path, items, logs):
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        "PATH": os.environ["PATH"], "TASKHOSTER_VAR_DIR": str(tmp_path / "var"), "DEBUG": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "TASKHOSTER_FSYNC": "0",
+        "TASKHOSTER_ITEMS_DIR": str(items), "TASKHOSTER_LOGS_DIR": str(logs),
+        "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+    }  # fmt: skip
+    manage = [sys.executable, str(root / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=root, env=env, check=True)
+    subprocess.run([*manage, "createqueue", HOST, QUEUE], cwd=root, env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    _with_a_lapsed_lease(items, logs)
+    read_only(items)
+    loop = subprocess.Popen([*manage, "sweep", "--loop", "--interval", "0.1"], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert loop.stderr is not None
+        first = loop.stderr.readline()  # a traceback's first line, were the pass to raise
+        assert "Read-only file system" in first and "next pass" in first, first
+        writable(items)
+        assert loop.stdout is not None
+        # the pass after the outage: the task (posted at T0, long ago) is past its queue time
+        while "timeout=1" not in loop.stdout.readline():
+            assert loop.poll() is None
+        loop.send_signal(signal.SIGINT)
+        _, err = loop.communicate(timeout=30)
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.communicate()
+    assert "Traceback" not in err and "Read-only" not in err, err  # said once in all

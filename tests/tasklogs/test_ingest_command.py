@@ -12,8 +12,9 @@ import pytest
 from django.core.management import call_command, load_command_class
 
 from tasklogs.summaries import FollowSummary
+from tests.store.mounts import read_only, small_fs, writable
 
-from .conftest import line, manage
+from .conftest import encode, line, manage
 from .test_ingest import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -91,3 +92,33 @@ def test_every_option_has_help() -> None:
     options = [a for a in parser._actions if a.option_strings]
     assert {"--follow", "--source"} <= {s for a in options for s in a.option_strings}
     assert [a.option_strings for a in options if not a.help] == []
+
+
+def test_a_follower_started_on_a_read_only_logs_disk_waits_for_it_then_ingests(
+    live_db, tmp_path: Path
+) -> None:
+    """serve starts the follower beside the API: a logs disk mounted read-only (before any
+    day-file folder was made) is one line, and a wait, not a traceback and a dead ingester."""
+    url, keys = live_db
+    with small_fs(tmp_path / "logs") as logs:
+        read_only(logs)
+        follower = manage(url, "manage.py", "ingest_tasklogs", "--follow",
+                          env_extra={"TASKHOSTER_LOGS_DIR": str(logs)},
+                          stdout=-1, stderr=-1)  # fmt: skip
+        try:
+            assert follower.stderr is not None
+            said = follower.stderr.readline()  # a traceback's first line, were it to crash
+            assert said.startswith(f"{logs / 'tasks'} could not be made: Read-only file system.")
+            writable(logs)
+            (logs / "tasks").mkdir()
+            (logs / "tasks" / "2025-01-01.jsonl").write_bytes(encode(line()))
+            wait_for(keys, 1)  # its next look made it through: the line is stored
+            follower.send_signal(signal.SIGINT)
+            out, err = follower.communicate(timeout=30)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+                follower.communicate()
+    assert follower.returncode == 0
+    assert "Traceback" not in err and "could not be made" not in err, err  # said once only
+    assert "The logs disk answers again; ingesting." in out

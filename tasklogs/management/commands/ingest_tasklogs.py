@@ -26,6 +26,7 @@ POLL_SECONDS = 1.0  # without inotify: a few stat calls a second cost nothing
 # the PostgreSQL store's rows wake no inotify watch: a follower copying them looks this often
 STORE_POLL_SECONDS = 1.0
 BAR_FROM_BYTES = 4 << 20  # smaller runs finish before a bar would be worth drawing
+DISK_RETRY_SECONDS = 5.0  # a follower waiting for a read-only or failing logs disk looks again
 
 
 class Command(BaseCommand):
@@ -52,14 +53,19 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, follow: bool, source: Path | None, **options: Any) -> None:
+        self.quiet = options["verbosity"] == 0
+        self.follow = follow
+        self.disk_error: str | None = None
         if source is None:
             source = Path(settings.TASKHOSTER_LOGS_DIR) / "tasks"
             # The store makes this directory on its first event; a fresh install that starts
             # ingestion before any task was posted must not fail for that.
-            source.mkdir(parents=True, exist_ok=True)
+            try:
+                self._make(source, follow)
+            except KeyboardInterrupt:
+                return
         if not source.is_dir():
             raise CommandError(f"{source} is not a directory.")
-        self.quiet = options["verbosity"] == 0
         location = pg_location()
         # Only a store in another database has rows to copy: on the console's own database
         # the store writes Task Logs' rows itself.
@@ -83,10 +89,45 @@ class Command(BaseCommand):
             # again by the next run.
             self._say(summary.take())
 
+    def _make(self, source: Path, follow: bool) -> None:
+        """Make `source`; a follower waits for a logs disk that refuses it (read-only, full)
+        and says so once: run by serve beside the API, it must outlive the outage."""
+        while True:
+            try:
+                source.mkdir(parents=True, exist_ok=True)
+                break
+            except OSError as exc:
+                error = f"{source} could not be made: {exc.strerror}."
+                if not follow:
+                    raise CommandError(error) from exc
+                self._disk_refused(f"{error} Trying again every {DISK_RETRY_SECONDS:g} s.")
+                time.sleep(DISK_RETRY_SECONDS)
+        self._disk_back()
+
+    def _disk_refused(self, error: str) -> None:
+        if error != self.disk_error:
+            self.stderr.write(error)
+        self.disk_error = error
+
+    def _disk_back(self) -> None:
+        if self.disk_error is not None:
+            self._say("The logs disk answers again; ingesting.")
+        self.disk_error = None
+
     def _timed_run(self, source: Path, *, bar: bool = False) -> tuple[IngestReport, float]:
         started = time.monotonic()
         progress = self._bar(source) if bar else None
-        report = ingest_directory(source, progress=progress)
+        try:
+            report = ingest_directory(source, progress=progress)
+        except OSError as exc:
+            # the day-files' disk failing to read: the stored lines and cursors are whole
+            # (each chunk is one transaction), so the next run reads on from there
+            error = f"The day-files in {source} could not be read: {exc.strerror}."
+            if not self.follow:
+                raise CommandError(error) from exc
+            self._disk_refused(error)
+            return IngestReport(), time.monotonic() - started
+        self._disk_back()
         if progress:
             progress.done()
         for bad in report.bad_lines:
