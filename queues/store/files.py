@@ -18,6 +18,7 @@ import os
 import secrets
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
@@ -407,9 +408,25 @@ def _cut_back(fd: int, written: int) -> bool:
 
 
 def ends_mid_line(fd: int) -> bool:
-    """Whether the file's last byte is not a newline (a fragment some writer left behind)."""
+    """Whether the file's last byte is not a newline (a fragment some writer left behind).
+
+    Another process's append can be seen half done (a write that spans pages grows the file a
+    page at a time), so a file that still grows is looked at again: only an end that stays
+    mid-line is a fragment. A write descheduled longer than that costs an empty line, which
+    readers pass over."""
     size = os.fstat(fd).st_size
-    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+    for _ in range(_MID_LINE_LOOKS):
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return False
+        time.sleep(0.001)
+        grown = os.fstat(fd).st_size
+        if grown == size:
+            return True
+        size = grown
+    return True
+
+
+_MID_LINE_LOOKS = 5
 
 
 def remove_file(path: str) -> None:

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -299,16 +300,24 @@ def test_a_sweep_on_a_full_items_disk_says_so_in_one_line_then_sweeps_once_there
     assert _sweep(items, logs, caplog) == ([], 1)
 
 
-def test_a_sweep_on_a_read_only_logs_disk_requeues_and_says_so_in_one_line(items, logs, caplog):
-    """The items disk still takes the requeue; only its event line is refused (said once)."""
+def test_a_sweep_on_a_read_only_logs_disk_requeues_and_spools_the_lines(items, logs, caplog):
+    """The items disk still takes the requeues; their event lines, which the logs disk refuses,
+    wait in the spool (spool.py) and reach the day-file at the first pass the disk allows."""
     task_ids = _with_a_lapsed_lease(items, logs, leased=2)
     read_only(logs)
-    [line] = _sweep(items, logs, caplog)[0]
-    assert "Read-only file system" in line
-    # both claimable again all the same: the first refused line did not end the queue's pass
+    assert _sweep(items, logs, caplog) == ([], 2)
+    # both claimable again: the first refused line did not end the queue's pass
     assert [_status(items, logs, i) for i in task_ids] == ["pending", "pending"]
     writable(logs)
     assert _sweep(items, logs, caplog) == ([], 0)
+    lines = [
+        orjson.loads(raw)
+        for day in (logs / "tasks").glob("*.jsonl")
+        for raw in day.read_bytes().splitlines()
+        if raw
+    ]
+    requeued = Counter(line["id"] for line in lines if line["event"] == "requeue")
+    assert requeued == dict.fromkeys(task_ids, 1)
 
 
 def test_a_stale_temp_directory_is_left_alone_without_failing_the_pass(items, logs, caplog):
