@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -323,11 +324,18 @@ def main() -> None:
         sys.exit(2)
     # SIGTERM (a CI timeout) unwinds through the finally that kills every child.
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
+    sys.exit(run_in_its_directory(run, args, prefix="chaos-"))
+
+
+def run_in_its_directory(
+    run: Callable[[argparse.Namespace, Path], int], args: argparse.Namespace, *, prefix: str
+) -> int:
+    """`run` in `args.dir`, or in a temporary directory removed after a pass: a failed run's
+    directory (logs, store, event log) is kept for the write-up. The chaos run's and the soak's."""
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
-        sys.exit(run(args, args.dir))
-    # A failed run's directory (logs, store, event log) is kept for the write-up.
-    tmp = Path(tempfile.mkdtemp(prefix="chaos-"))
+        return run(args, args.dir)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     code = 1
     try:
         code = run(args, tmp)
@@ -336,7 +344,7 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             print(f"run directory kept: {tmp}")
-    sys.exit(code)
+    return code
 
 
 if __name__ == "__main__":

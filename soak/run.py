@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -33,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from chaos.run import run_in_its_directory
 from chaos.server import HOST, QUEUE
 
 from . import checks
@@ -283,19 +283,7 @@ def main() -> None:
             sys.exit(2)
         print("soak: needs root for tmpfs mounts; skipped")
         sys.exit(0)
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        sys.exit(run(args, args.dir))
-    tmp = Path(tempfile.mkdtemp(prefix="soak-"))
-    code = 1
-    try:
-        code = run(args, tmp)
-    finally:
-        if code == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"run directory kept: {tmp}")
-    sys.exit(code)
+    sys.exit(run_in_its_directory(run, args, prefix="soak-"))
 
 
 if __name__ == "__main__":
