@@ -17,7 +17,7 @@ from .errors import CorruptRecord, StorageUnavailable
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
 from .records import State, Task
-from .rules import Change, check_max_tasks, check_worker, checked_lease_ms, claimed
+from .rules import Change, check_max_tasks, check_worker, checked_lease_ms, claim_stamp, claimed
 from .settings import QueueSettings
 
 
@@ -33,17 +33,25 @@ def claim(
     now: int | None = None,
 ) -> list[Task]:
     """Claim up to `max_tasks` tasks, best first; [] when there is none or the queue is paused."""
-    now, lease_ms = now_ms(now), checked_lease_ms(settings, lease_seconds)
+    live, now, lease_ms = now is None, now_ms(now), checked_lease_ms(settings, lease_seconds)
     check_worker(worker)
     check_max_tasks(max_tasks)
     if settings.paused:
         return []
     with core.queue_dirs(host, queue, create=True) as qd:
-        return _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=max_tasks, now=now)
+        return _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=max_tasks,
+                           now=now, live=live)  # fmt: skip
 
 
 def _claim_from(
-    core: QueueCore, qd: QueueDirs, *, worker: str, lease_ms: int, max_tasks: int, now: int
+    core: QueueCore,
+    qd: QueueDirs,
+    *,
+    worker: str,
+    lease_ms: int,
+    max_tasks: int,
+    now: int,
+    live: bool,
 ) -> list[Task]:
     """Take up to `max_tasks` tasks (each renamed into processing/ under its lock), then write
     their leased records together (core.apply_many: the data fsyncs at once, one fsync of
@@ -60,7 +68,7 @@ def _claim_from(
                 break
             try:
                 outcome = _take_one(qd, task_id, worker=worker, lease_ms=lease_ms, now=now,
-                                    fsync=core.fsync)  # fmt: skip
+                                    live=live, fsync=core.fsync)  # fmt: skip
             except BaseException:
                 with core.lock:  # the file is still pending (the claim put it back): keep it
                     index.give_back(task_id)
@@ -84,7 +92,7 @@ def _claim_from(
             core.apply_many(
                 qd,
                 [change for _, _, change in taken],
-                now=now,
+                now=max(change.new.updated_at for _, _, change in taken),  # rules.claim_stamp
                 worker=worker,
                 settings=None,
                 may_spool=False,  # a claim whose line fails is put back, never spooled
@@ -117,7 +125,14 @@ def _claim_from(
 
 
 def _take_one(
-    qd: QueueDirs, task_id: str, *, worker: str, lease_ms: int, now: int, fsync: bool
+    qd: QueueDirs,
+    task_id: str,
+    *,
+    worker: str,
+    lease_ms: int,
+    now: int,
+    live: bool,
+    fsync: bool,
 ) -> tuple[int, Change] | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
     The winner gets the descriptor that holds the task's lock and the leased record to write;
@@ -158,7 +173,8 @@ def _take_one(
         if newer:  # an interrupted move to done left this copy behind: it must not run again
             files.unlink(qd.fd("processing"), name, fsync=fsync)
             return "gone"
-        new = claimed(task, worker=worker, lease_ms=lease_ms, now=now)
+        stamp = claim_stamp(task, now, live=live)
+        new = claimed(task, worker=worker, lease_ms=lease_ms, now=stamp)
         keep = True
         return fd, Change("processing", task, new, "claimed")
     finally:

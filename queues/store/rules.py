@@ -114,6 +114,15 @@ def claimed(task: Task, *, worker: str, lease_ms: int, now: int) -> Task:
     )
 
 
+def claim_stamp(task: Task, now: int, *, live: bool) -> int:
+    """The time a claim's new attempt begins: on the live clock, never before the record's
+    last change. A claim that read the clock and then waited behind the sweep's requeue of
+    this task (its lock, an index, a row's commit) must not begin its attempt before the
+    requeue that ended the last one, on the record or in the event log. A time the caller
+    gave (a test's, a replay's) is taken as it is."""
+    return max(now, task.updated_at) if live else now
+
+
 def claimed_ms(task: Task, settings: QueueSettings) -> int:
     """The claim's own lease length; the queue's for a record written before it was kept.
 

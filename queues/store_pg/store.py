@@ -531,7 +531,8 @@ class PostgresStore:
         file store), then in post order (the row's seq: a tie in one millisecond); rows
         another claim holds are skipped (SKIP LOCKED), so concurrent claims never wait on
         each other nor take one task twice. [] when there is none or the queue is paused."""
-        now, lease_ms = now_ms(now), rules.checked_lease_ms(settings, lease_seconds)
+        live, now = now is None, now_ms(now)
+        lease_ms = rules.checked_lease_ms(settings, lease_seconds)
         rules.check_worker(worker)
         rules.check_max_tasks(max_tasks)
         if settings.paused:
@@ -547,9 +548,11 @@ class PostgresStore:
             changes = []
             for (record,) in found:
                 task = rows.task_of(record)
-                new = rules.claimed(task, worker=worker, lease_ms=lease_ms, now=now)
+                stamp = rules.claim_stamp(task, now, live=live)
+                new = rules.claimed(task, worker=worker, lease_ms=lease_ms, now=stamp)
                 changes.append(Change("processing", task, new, "claimed"))
-            return self._writer.apply(conn, changes, now=now, worker=worker, settings=None)
+            stamp = max([now, *(change.new.updated_at for change in changes)])
+            return self._writer.apply(conn, changes, now=stamp, worker=worker, settings=None)
 
     def wait_claim(
         self,

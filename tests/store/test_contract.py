@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -307,6 +308,32 @@ def test_lapsed_worker_cannot_overwrite_the_reclaimer(h):
         now=T0 + 63_000,
     )
     assert h.on_disk(task.id)["done"]["result"] == {"ok": True}
+
+
+def test_a_claim_that_read_the_clock_before_a_requeue_begins_after_it(h):
+    # the race chaos met: a claim reads the clock, waits behind the sweep's requeue of the
+    # task (its lock, a row's commit), then takes it; its attempt must not start "before" the
+    # requeue that ended the last one, or the history reads as a claim of a processing task.
+    # Here the requeue is stamped a minute ahead of the live clock the claim then reads.
+    posted_at = int(time.time() * 1000)
+    task = h.post(now=posted_at)
+    h.claim(now=posted_at, worker="slow")
+    requeued_at = posted_at + 61_000
+    sweep_queue(h.store, HOST, QUEUE, SETTINGS, now=requeued_at)
+    late = h.claim(now=None, worker="fast")  # the live clock: a minute before the requeue
+    assert late.attempts == 2 and late.claimed_at == late.updated_at == requeued_at
+    lease_ms = SETTINGS.lease_seconds * 1000
+    assert late.lease is not None and late.lease.until == requeued_at + lease_ms
+    requeue, claim = h.events(task.id)[-2:]
+    assert (requeue["event"], claim["event"]) == ("requeue", "claimed")
+    assert requeue["at"] <= claim["at"]
+
+
+def test_a_claim_at_a_time_given_is_stamped_at_that_time(h):
+    # a caller's own clock (the tests', a replay's) is taken as it is
+    h.post(now=T0 + 5_000)
+    task = h.claim(now=T0 + 1_000)
+    assert task.claimed_at == task.updated_at == T0 + 1_000
 
 
 def test_cancel_pending_processing_and_terminal(h):
