@@ -1,0 +1,212 @@
+"""Every figure /metrics reads, from where it lives: the configured queues, each queue's store
+counts, and Task Logs' events. The one module of queues/metrics that reaches the store and the
+console database, so a change in how callers reach them is fixed here alone.
+
+The event counters are exact totals over Task Logs, kept cheap by counting each row once per
+process: a settled total up to a row id, in Django's cache, advanced by the rows ingested since
+(ids grow with ingestion, so a line ingested late, whatever its time, is still counted). The
+rows of the last SETTLE_SECONDS are counted on every scrape and settled only once older: a
+PostgreSQL id can commit after a higher one, and a row settled past is never counted again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum, When
+
+from queues.insight import EpochMs, task_events
+from queues.models import Queue
+from queues.recent import workers_seen
+from queues.services import get_store
+from queues.store import NotFound, QueueStats
+from tasklogs.health import ingest_lag
+from tasklogs.models import TaskEvent
+
+logger = logging.getLogger(__name__)
+Key = tuple[str, str]  # (host, queue)
+EventKey = tuple[str, str, str]  # (host, queue, event)
+SETTLE_SECONDS = 60
+SETTLED_CACHE_SECONDS = 7 * 86_400
+SETTLED_KEY = "taskhoster:metrics:settled"
+WINDOW_SECONDS = 300  # the histograms' window: the ends of the last five minutes
+SAMPLE = 500  # at most this many newest ends per queue and measure are timed in the window
+WAIT_STARTS = ("posted", "requeue", "requeued", "retried")
+WAIT_ENDS = ("claimed",)
+RUN_STARTS = ("claimed",)
+RUN_ENDS = ("result", "failed")
+
+
+NOTHING = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
+
+
+def configured_queues() -> list[Key]:
+    """Every queue the console knows, by host and name."""
+    return sorted(Queue.objects.values_list("host__name", "name"))
+
+
+def queue_stats(queues: list[Key], *, now_ms: int) -> dict[Key, QueueStats | None]:
+    """Each queue's counts from its store (files or PostgreSQL); None where its store could
+    not answer (unreachable, refused): that queue's gauges are left out of the scrape."""
+    store = get_store()
+    found: dict[Key, QueueStats | None] = {}
+    for host, name in queues:
+        try:
+            found[(host, name)] = store.stats(host, name, now=now_ms)
+        except NotFound:  # configured, never posted to: nothing in it yet
+            found[(host, name)] = NOTHING
+        except Exception:  # one queue's store failing must not blank every other figure
+            logger.warning("metrics: the store of %s/%s did not answer", host, name, exc_info=True)
+            found[(host, name)] = None
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventTotals:
+    """All-time counts from Task Logs: events per (host, queue, event), lease lapses per queue."""
+
+    events: dict[EventKey, int] = field(default_factory=dict)
+    lapses: dict[Key, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settled:
+    upto_id: int  # rows with id <= upto_id are counted in `totals`
+    totals: EventTotals
+    # (unix seconds seen, the highest id then): the next watermarks, once SETTLE_SECONDS old
+    seen: tuple[tuple[float, int], ...] = ()
+
+
+def event_totals(*, now_s: float | None = None) -> EventTotals:
+    """Every event Task Logs holds, counted: the settled total plus the rows past it."""
+    now_s = time.time() if now_s is None else now_s
+    settled: _Settled | None = cache.get(SETTLED_KEY)
+    if settled is None:
+        settled = _Settled(upto_id=0, totals=EventTotals())
+    fresh = _count(TaskEvent.objects.filter(id__gt=settled.upto_id))
+    total = _add(settled.totals, fresh)
+    top = TaskEvent.objects.aggregate(top=Max("id"))["top"] or 0
+    seen = (*settled.seen, (now_s, top))
+    ready = [upto for when, upto in seen if when <= now_s - SETTLE_SECONDS]
+    if ready and max(ready) > settled.upto_id:
+        upto = max(ready)
+        rows = TaskEvent.objects.filter(id__gt=settled.upto_id, id__lte=upto)
+        settled = _Settled(
+            upto_id=upto, totals=_add(settled.totals, _count(rows)),
+            seen=tuple(s for s in seen if s[1] > upto),
+        )  # fmt: skip
+    else:
+        # One watermark per SETTLE_SECONDS is enough: a scrape every second keeps a short list.
+        recent = [s for s in settled.seen if s[0] > now_s - SETTLE_SECONDS]
+        if not recent or now_s - recent[-1][0] >= SETTLE_SECONDS / 4:
+            recent.append((now_s, top))
+        settled = _Settled(upto_id=settled.upto_id, totals=settled.totals, seen=tuple(recent))
+    cache.set(SETTLED_KEY, settled, SETTLED_CACHE_SECONDS)
+    return total
+
+
+def _count(rows: object) -> EventTotals:
+    """Events per (host, queue, event) and the lapsed ones per queue, in one GROUP BY."""
+    lapsed = Sum(Case(When(lapsed=True, then=1), default=0, output_field=IntegerField()))
+    grouped = (
+        rows.values_list("host", "queue", "event")  # type: ignore[attr-defined]
+        .annotate(n=Count("*"), lapsed=lapsed)
+        .order_by()
+    )
+    events: dict[EventKey, int] = {}
+    lapses: Counter[Key] = Counter()
+    for host, queue, event, n, lapsed_n in grouped:
+        events[(host, queue, event)] = n
+        if lapsed_n:
+            lapses[(host, queue)] += lapsed_n
+    return EventTotals(events=events, lapses=dict(lapses))
+
+
+def _add(a: EventTotals, b: EventTotals) -> EventTotals:
+    events = Counter(a.events)
+    events.update(b.events)
+    lapses = Counter(a.lapses)
+    lapses.update(b.lapses)
+    return EventTotals(events=dict(events), lapses=dict(lapses))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowDurations:
+    """One measure's ends in the window of one queue: how many, and the seconds of a sample
+    of the newest (an end whose start Task Logs does not hold is left out of the sample)."""
+
+    ends: int
+    seconds: list[float]
+
+
+def window_durations(
+    *, now_s: int, window_s: int = WINDOW_SECONDS
+) -> dict[str, dict[Key, WindowDurations]]:
+    """Per measure ("wait", "run") and queue, the ends of the last `window_s` seconds: one
+    GROUP BY over them for their counts, then for each queue that had any, one query timing
+    up to SAMPLE of its newest ends."""
+    since = now_s - window_s
+    ends = (
+        TaskEvent.objects.filter(event__in=WAIT_ENDS + RUN_ENDS, t__gt=since, t__lte=now_s)
+        .values_list("host", "queue", "event")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    counts: dict[str, Counter[Key]] = {"wait": Counter(), "run": Counter()}
+    for host, queue, event, n in ends:
+        counts["wait" if event in WAIT_ENDS else "run"][(host, queue)] += n
+    measures = {"wait": (WAIT_STARTS, WAIT_ENDS), "run": (RUN_STARTS, RUN_ENDS)}
+    found: dict[str, dict[Key, WindowDurations]] = {}
+    for name, (starts, end_kinds) in measures.items():
+        found[name] = {
+            key: WindowDurations(ends=n, seconds=_timed(key, starts, end_kinds, since, now_s))
+            for key, n in counts[name].items()
+        }
+    return found
+
+
+def _timed(key: Key, starts: tuple[str, ...], ends: tuple[str, ...], since: int, until: int
+           ) -> list[float]:  # fmt: skip
+    """Seconds from each of the newest SAMPLE ends back to the latest start of its task."""
+    host, queue = key
+    start = (
+        task_events(starts, host=OuterRef("host"), queue=OuterRef("queue"),
+                    task_id=OuterRef("task_id"))
+        .filter(at__lte=OuterRef("at"))
+        .order_by("-at", "-id")
+        .values("at")[:1]
+    )  # fmt: skip
+    took = EpochMs(F("at")) - EpochMs(Subquery(start))
+    rows = (
+        TaskEvent.objects.filter(Q(host=host, queue=queue, event__in=ends),
+                                 t__gt=since, t__lte=until)
+        .order_by("-t")
+        .annotate(took=took)
+        .values_list("took", flat=True)[:SAMPLE]
+    )  # fmt: skip
+    return [max(ms, 0) / 1000 for ms in rows if ms is not None]
+
+
+def workers(queues: list[Key], *, now_s: int) -> dict[Key, int]:
+    """Per queue, the distinct workers that claimed or reported in the last 15 minutes."""
+    return workers_seen(queues, now_s=now_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lag:
+    bytes: int  # event-log bytes written and not ingested yet
+    seconds: int  # age of the oldest line not ingested; 0 when none waits
+
+
+def ingester_lag(*, now_s: int) -> Lag:
+    """How far Task Logs' ingester is behind this machine's event log."""
+    lag = ingest_lag(Path(settings.TASKHOSTER_LOGS_DIR) / "tasks", now_s=now_s, stale_seconds=-1)
+    if lag is None:
+        return Lag(bytes=0, seconds=0)
+    return Lag(bytes=lag.unread_bytes, seconds=max(now_s - lag.oldest_t, 0))
