@@ -17,6 +17,7 @@ from queues.models import QueueAccess
 from queues.services import get_store
 from queues.tokens import issue_token
 from tasklogs.ingest import ingest_directory
+from tasklogs.models import TaskEvent
 
 from .console_events import event, lifecycle, store
 from .test_console import client_for
@@ -242,3 +243,19 @@ def test_a_queue_whose_store_cannot_answer_is_down_and_the_rest_still_scraped(ma
     tasks = values(found, "taskhoster_tasks", host=HOST)
     assert tasks[("taskhoster_tasks", "resize", "pending")] == 0
     assert ("taskhoster_tasks", "elsewhere", "pending") not in tasks
+
+
+def test_a_first_scrape_settles_all_but_the_newest_ids_and_later_rows_still_count(
+    resize, monkeypatch
+):
+    from django.core.cache import cache
+
+    monkeypatch.setattr(sources, "COLD_MARGIN", 1)
+    now = int(time.time() * 1000)
+    store(*(event("posted", f"{n:016x}", now) for n in range(3)))
+    first = sources.event_totals(now_s=now / 1000)
+    assert first.events[(HOST, "resize", "posted")] == 3
+    top = max(TaskEvent.objects.values_list("id", flat=True))
+    assert cache.get(sources.SETTLED_KEY).upto_id == top - 1
+    store(event("posted", "f" * 16, now))
+    assert sources.event_totals(now_s=now / 1000 + 1).events[(HOST, "resize", "posted")] == 4

@@ -11,6 +11,7 @@ PostgreSQL id can commit after a higher one, and a row settled past is never cou
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections import Counter
@@ -19,7 +20,18 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum, When
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Sum,
+    When,
+)
 
 from queues.insight import EpochMs, task_events
 from queues.models import Queue
@@ -33,10 +45,14 @@ logger = logging.getLogger(__name__)
 Key = tuple[str, str]  # (host, queue)
 EventKey = tuple[str, str, str]  # (host, queue, event)
 SETTLE_SECONDS = 60
+COLD_MARGIN = 10_000  # ids a first scrape leaves unsettled (counted on every scrape till then)
 SETTLED_CACHE_SECONDS = 7 * 86_400
 SETTLED_KEY = "taskhoster:metrics:settled"
 WINDOW_SECONDS = 300  # the histograms' window: the ends of the last five minutes
-SAMPLE = 500  # at most this many newest ends per queue and measure are timed in the window
+# The ends timed per scrape and measure: the site's newest SAMPLE in the window, and at most
+# PER_QUEUE of a queue that sample missed. A queue's buckets scale its sample to its count.
+SAMPLE = 2_000
+PER_QUEUE = 100
 WAIT_STARTS = ("posted", "requeue", "requeued", "retried")
 WAIT_ENDS = ("claimed",)
 RUN_STARTS = ("claimed",)
@@ -86,12 +102,15 @@ class _Settled:
 def event_totals(*, now_s: float | None = None) -> EventTotals:
     """Every event Task Logs holds, counted: the settled total plus the rows past it."""
     now_s = time.time() if now_s is None else now_s
+    top = TaskEvent.objects.aggregate(top=Max("id"))["top"] or 0
     settled: _Settled | None = cache.get(SETTLED_KEY)
     if settled is None:
-        settled = _Settled(upto_id=0, totals=EventTotals())
-    fresh = _count(TaskEvent.objects.filter(id__gt=settled.upto_id))
-    total = _add(settled.totals, fresh)
-    top = TaskEvent.objects.aggregate(top=Max("id"))["top"] or 0
+        # A process's first scrape counts every row once. All but the newest COLD_MARGIN ids
+        # settle at once: a row still uncommitted now has one of the newest ids.
+        upto = max(top - COLD_MARGIN, 0)
+        counted = _count(TaskEvent.objects.filter(id__lte=upto)) if upto else EventTotals()
+        settled = _Settled(upto_id=upto, totals=counted, seen=((now_s, top),))
+    total = _add(settled.totals, _count(TaskEvent.objects.filter(id__gt=settled.upto_id)))
     seen = (*settled.seen, (now_s, top))
     ready = [upto for when, upto in seen if when <= now_s - SETTLE_SECONDS]
     if ready and max(ready) > settled.upto_id:
@@ -101,12 +120,9 @@ def event_totals(*, now_s: float | None = None) -> EventTotals:
             upto_id=upto, totals=_add(settled.totals, _count(rows)),
             seen=tuple(s for s in seen if s[1] > upto),
         )  # fmt: skip
-    else:
-        # One watermark per SETTLE_SECONDS is enough: a scrape every second keeps a short list.
-        recent = [s for s in settled.seen if s[0] > now_s - SETTLE_SECONDS]
-        if not recent or now_s - recent[-1][0] >= SETTLE_SECONDS / 4:
-            recent.append((now_s, top))
-        settled = _Settled(upto_id=settled.upto_id, totals=settled.totals, seen=tuple(recent))
+    elif not settled.seen or now_s - settled.seen[-1][0] >= SETTLE_SECONDS / 4:
+        # One watermark per quarter of SETTLE_SECONDS: a scrape every second keeps a short list.
+        settled = _Settled(upto_id=settled.upto_id, totals=settled.totals, seen=seen)
     cache.set(SETTLED_KEY, settled, SETTLED_CACHE_SECONDS)
     return total
 
@@ -149,11 +165,13 @@ def window_durations(
     *, now_s: int, window_s: int = WINDOW_SECONDS
 ) -> dict[str, dict[Key, WindowDurations]]:
     """Per measure ("wait", "run") and queue, the ends of the last `window_s` seconds: one
-    GROUP BY over them for their counts, then for each queue that had any, one query timing
-    up to SAMPLE of its newest ends."""
-    since = now_s - window_s
+    GROUP BY over them for their counts; then per measure one query timing the site's newest
+    SAMPLE ends, and for a queue with ends none of which that sample holds (a quiet queue
+    beside busy ones), one query timing up to PER_QUEUE of its own."""
+    # On `at`, not `t`: the (event, at, id) index then serves the range, and its order the sample.
+    since, until = _moment(now_s - window_s), _moment(now_s + 1)
     ends = (
-        TaskEvent.objects.filter(event__in=WAIT_ENDS + RUN_ENDS, t__gt=since, t__lte=now_s)
+        TaskEvent.objects.filter(event__in=WAIT_ENDS + RUN_ENDS, at__gte=since, at__lt=until)
         .values_list("host", "queue", "event")
         .annotate(n=Count("*"))
         .order_by()
@@ -164,17 +182,30 @@ def window_durations(
     measures = {"wait": (WAIT_STARTS, WAIT_ENDS), "run": (RUN_STARTS, RUN_ENDS)}
     found: dict[str, dict[Key, WindowDurations]] = {}
     for name, (starts, end_kinds) in measures.items():
+        if not counts[name]:
+            found[name] = {}
+            continue
+        window = TaskEvent.objects.filter(event__in=end_kinds, at__gte=since, at__lt=until)
+        timed = _timed(window, starts, SAMPLE)
+        for key in counts[name].keys() - timed.keys():
+            mine = window.filter(host=key[0], queue=key[1])
+            timed[key] = _timed(mine, starts, PER_QUEUE).get(key, [])
         found[name] = {
-            key: WindowDurations(ends=n, seconds=_timed(key, starts, end_kinds, since, now_s))
+            key: WindowDurations(ends=n, seconds=timed.get(key, []))
             for key, n in counts[name].items()
         }
     return found
 
 
-def _timed(key: Key, starts: tuple[str, ...], ends: tuple[str, ...], since: int, until: int
-           ) -> list[float]:  # fmt: skip
-    """Seconds from each of the newest SAMPLE ends back to the latest start of its task."""
-    host, queue = key
+def _moment(unix_s: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC)
+
+
+def _timed(
+    ends: QuerySet[TaskEvent], starts: tuple[str, ...], limit: int
+) -> dict[Key, list[float]]:
+    """Per queue, the seconds from each of the newest `limit` ends back to the latest start
+    of its task (an end whose start Task Logs does not hold is left out)."""
     start = (
         task_events(starts, host=OuterRef("host"), queue=OuterRef("queue"),
                     task_id=OuterRef("task_id"))
@@ -183,14 +214,13 @@ def _timed(key: Key, starts: tuple[str, ...], ends: tuple[str, ...], since: int,
         .values("at")[:1]
     )  # fmt: skip
     took = EpochMs(F("at")) - EpochMs(Subquery(start))
-    rows = (
-        TaskEvent.objects.filter(Q(host=host, queue=queue, event__in=ends),
-                                 t__gt=since, t__lte=until)
-        .order_by("-t")
-        .annotate(took=took)
-        .values_list("took", flat=True)[:SAMPLE]
-    )  # fmt: skip
-    return [max(ms, 0) / 1000 for ms in rows if ms is not None]
+    rows = ends.order_by("-at").annotate(took=took).values_list("host", "queue", "took")[:limit]
+    found: dict[Key, list[float]] = {}
+    for host, queue, ms in rows:
+        seconds = found.setdefault((host, queue), [])
+        if ms is not None:
+            seconds.append(max(ms, 0) / 1000)
+    return found
 
 
 def workers(queues: list[Key], *, now_s: int) -> dict[Key, int]:
