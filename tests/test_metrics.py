@@ -152,6 +152,8 @@ def test_each_family_after_post_claim_finish_fail(make_queue, store_dirs, store_
     run_sum = values(found, "taskhoster_run_seconds_gsum", **labels)
     assert 0 <= run_sum[("taskhoster_run_seconds_gsum",)] < 60
     assert values(found, "taskhoster_store_up", **labels) == {("taskhoster_store_up",): 1}
+    timeout = values(found, "taskhoster_queue_timeout_seconds", **labels)
+    assert timeout == {("taskhoster_queue_timeout_seconds",): queue.queue_seconds}
 
 
 @pytest.fixture
@@ -259,3 +261,36 @@ def test_a_first_scrape_settles_all_but_the_newest_ids_and_later_rows_still_coun
     assert cache.get(sources.SETTLED_KEY).upto_id == top - 1
     store(event("posted", "f" * 16, now))
     assert sources.event_totals(now_s=now / 1000 + 1).events[(HOST, "resize", "posted")] == 4
+
+
+# --- what deploy/ ships beside it -----------------------------------------------------------
+
+
+def _exposed_names(found: dict) -> set[str]:
+    return {s.name for f in found.values() for s in f.samples} | set(found)
+
+
+def _metric_names(expr: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"\btaskhoster_[a-z_]+", expr))
+
+
+def test_the_alert_rules_and_the_dashboard_use_only_metrics_the_scrape_has(resize, store_dirs):
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    history(resize)
+    ingest_directory(store_dirs["logs"] / "tasks")
+    found = families(scrape())
+    exposed = _exposed_names(found) | {"taskhoster_lease_lapses_total"}
+    deploy = Path(__file__).resolve().parent.parent / "deploy"
+    rules = yaml.safe_load((deploy / "prometheus" / "taskhoster-alerts.yml").read_text())
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    dashboard = json.loads((deploy / "grafana" / "taskhoster-queues.json").read_text())
+    exprs += [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = set().union(*map(_metric_names, exprs))
+    assert len(used) >= 10
+    assert used <= exposed, used - exposed

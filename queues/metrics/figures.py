@@ -38,6 +38,14 @@ class StoreFigures(Collector):
     def collect(self) -> Iterator[Metric]:
         now_s = self.now_ms // 1000
         queues = sources.configured_queues()
+        timeout = GaugeMetricFamily(
+            "taskhoster_queue_timeout_seconds",
+            "The queue's timeout: a task older than this fails with error 'timeout'.",
+            labels=QUEUE_LABELS,
+        )
+        for (host, queue), seconds in queues.items():
+            timeout.add_metric([host, queue], seconds)
+        yield timeout
         yield from _store_families(sources.queue_stats(queues, now_ms=self.now_ms))
         yield from _event_families(sources.event_totals())
         yield from _histograms(sources.window_durations(now_s=now_s))

@@ -64,12 +64,13 @@ RUN_ENDS = ("result", "failed")
 NOTHING = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
 
 
-def configured_queues() -> list[Key]:
-    """Every queue the console knows, by host and name."""
-    return sorted(Queue.objects.values_list("host__name", "name"))
+def configured_queues() -> dict[Key, int]:
+    """Every queue the console knows, by host and name, with its queue timeout in seconds."""
+    rows = Queue.objects.values_list("host__name", "name", "queue_seconds")
+    return {(host, name): timeout for host, name, timeout in sorted(rows)}
 
 
-def queue_stats(queues: list[Key], *, now_ms: int) -> dict[Key, QueueStats | None]:
+def queue_stats(queues: Iterable[Key], *, now_ms: int) -> dict[Key, QueueStats | None]:
     """Each queue's counts from its store (files or PostgreSQL); None where its store could
     not answer (unreachable, refused): that queue's gauges are left out of the scrape."""
     store = get_store()
@@ -244,7 +245,7 @@ def _timed(
     return found
 
 
-def workers(queues: list[Key], *, now_s: int) -> dict[Key, int]:
+def workers(queues: Iterable[Key], *, now_s: int) -> dict[Key, int]:
     """Per queue, the distinct workers that claimed or reported in the last 15 minutes."""
     return workers_seen(queues, now_s=now_s)
 
