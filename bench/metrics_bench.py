@@ -32,10 +32,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from console_bench import fill_events, make_queues  # noqa: E402
-from listing_bench import fill  # noqa: E402 (the 100,000-task queue, as it fills it)
+from listing_bench import QUEUE, fill  # noqa: E402 (the 100,000-task queue, as it fills it)
 
 TARGET_MS = 200.0
 TOKEN = "bench-metrics-token"
+PG_NAMES = """
+UPDATE tasklogs_taskevent SET
+  task_id = lpad(("offset" / 5)::text, 16, '0'),
+  queue = CASE WHEN ("offset" / 5) %% 2 = 0 THEN %(queue)s
+               ELSE 'q' || lpad((1 + ("offset" / 5) / 2 %% %(others)s)::text, 2, '0') END
+"""
 
 
 def parse_args() -> argparse.Namespace:
@@ -116,6 +122,9 @@ def main() -> None:
 
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
+                # console_bench's fill writes SQLite's substr(x, -16, 16); PostgreSQL reads a
+                # negative start otherwise, and every row would land in one queue, one task.
+                cursor.execute(PG_NAMES, {"queue": QUEUE, "others": max(args.queues - 1, 1)})
                 cursor.execute("ANALYZE")  # as autovacuum would have by now on a real site
         print(f"{connection.vendor}: {args.tasks:,} tasks in the big queue ({store_s:.1f} s), "
               f"{args.queues} queues, "
