@@ -43,8 +43,8 @@ class StoreFigures(Collector):
             "The queue's timeout: a task older than this fails with error 'timeout'.",
             labels=QUEUE_LABELS,
         )
-        for (host, queue), seconds in queues.items():
-            timeout.add_metric([host, queue], seconds)
+        for (host, queue), configured in queues.items():
+            timeout.add_metric([host, queue], configured.queue_seconds)
         yield timeout
         yield from _store_families(sources.queue_stats(queues, now_ms=self.now_ms))
         yield from _event_families(sources.event_totals())

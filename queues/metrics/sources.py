@@ -54,20 +54,27 @@ RUN_ENDS = ("result", "failed")
 NOTHING = QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0, oldest_pending_ms=0)
 
 
-def configured_queues() -> dict[Key, int]:
-    """Every queue the console knows, by host and name, with its queue timeout in seconds."""
-    rows = Queue.objects.values_list("host__name", "name", "queue_seconds")
-    return {(host, name): timeout for host, name, timeout in sorted(rows)}
+@dataclass(frozen=True)
+class Configured:
+    queue_seconds: int  # the queue timeout
+    store: str  # which store holds its tasks: "files" or "postgres"
 
 
-def queue_stats(queues: Iterable[Key], *, now_ms: int) -> dict[Key, QueueStats | None]:
+def configured_queues() -> dict[Key, Configured]:
+    """Every queue the console knows, by host and name, with its timeout and its store."""
+    rows = Queue.objects.values_list("host__name", "name", "queue_seconds", "store")
+    return {(host, name): Configured(timeout, kind) for host, name, timeout, kind in sorted(rows)}
+
+
+def queue_stats(queues: dict[Key, Configured], *, now_ms: int) -> dict[Key, QueueStats | None]:
     """Each queue's counts from its store (files or PostgreSQL); None where its store could
-    not answer (unreachable, refused): that queue's gauges are left out of the scrape."""
-    store = get_store()
+    not answer (unreachable, refused): that queue's gauges are left out of the scrape. The
+    store is the one `queues` names: the router would look each queue's up again."""
+    router = get_store()
     found: dict[Key, QueueStats | None] = {}
-    for host, name in queues:
+    for (host, name), configured in queues.items():
         try:
-            found[(host, name)] = store.stats(host, name, now=now_ms)
+            found[(host, name)] = router.backend(configured.store).stats(host, name, now=now_ms)
         except NotFound:  # configured, never posted to: nothing in it yet
             found[(host, name)] = NOTHING
         except Exception:  # one queue's store failing must not blank every other figure
