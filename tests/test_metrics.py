@@ -294,3 +294,12 @@ def test_the_alert_rules_and_the_dashboard_use_only_metrics_the_scrape_has(resiz
     used = set().union(*map(_metric_names, exprs))
     assert len(used) >= 10
     assert used <= exposed, used - exposed
+
+
+def test_the_oldest_pending_age_is_the_oldest_pending_tasks(resize):
+    router, settings, key = get_store(), resize.to_settings(), (HOST, "resize")
+    now = int(time.time() * 1000)
+    router.post(*key, {"n": 1}, settings=settings, posted_by=None, now=now - 120_000)
+    router.post(*key, {"n": 2}, settings=settings, posted_by=None, now=now - 30_000)
+    found = values(families(scrape()), "taskhoster_oldest_pending_age_seconds", host=HOST)
+    assert 120 <= found[("taskhoster_oldest_pending_age_seconds", "resize")] < 180
