@@ -19,8 +19,8 @@ HOST, QUEUE, IDLE_QUEUE = "bench.example.com", "work", "idle"
 
 def configured_threads() -> int:
     """The gthread count gunicorn.conf.py gives the web server (the benchmark's default)."""
-    namespace: dict[str, object] = {}
     conf = ROOT / "gunicorn.conf.py"
+    namespace: dict[str, object] = {"__file__": str(conf)}  # the config finds var/ from it
     exec(compile(conf.read_text(), str(conf), "exec"), namespace)  # our own config file
     return int(str(namespace.get("threads", 1)))
 
