@@ -1,13 +1,13 @@
-from django.urls import include, path, register_converter
+"""The console's pages: the dashboard, a queue's page and insight, a task's page and its verbs."""
 
-from queues import views
-from queues.converters import TaskIdConverter
+from django.urls import path, register_converter
 
-app_name = "queues"
+from queues.console import views
+from queues.console.converters import TaskIdConverter
+
 register_converter(TaskIdConverter, "task_id")
 
 urlpatterns = [
-    path("api/v1/", include("queues.api.urls")),
     path("", views.dashboard, name="home"),
     path("console/queues.json", views.dashboard_json, name="dashboard-json"),
     path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),
