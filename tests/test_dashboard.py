@@ -12,8 +12,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from queues.activity import Activity, activity
-from queues.charts import activity_chart
+from queues.console.activity import Activity, activity
+from queues.console.charts import activity_chart
 from queues.services import get_store
 
 from .console_events import event, lifecycle, now_ms, store

@@ -20,12 +20,12 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from queues.access import roles_by_queue
 from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import resolve
 from queues.api.errors import refusal_body
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
+from queues.auth.access import roles_by_queue
 from queues.models import Queue, Role
 from queues.store import STATUSES, Reported, State, StoreError, TaskPage
 

@@ -72,7 +72,7 @@ def test_admin_creates_a_token_that_is_shown_once(page, live_server):
     page.click("input[name=_save]")
     expect(page.locator("#content-main")).to_contain_text("Copy it now")
     token = page.locator("#new-token").inner_text().strip()
-    from queues.tokens import find_token
+    from queues.auth.tokens import find_token
 
     assert find_token(token).user.username == "box-1"
     # shown on the page that answered the save, and nowhere after it

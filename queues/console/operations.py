@@ -13,11 +13,11 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import Http404
 from django.utils.safestring import SafeString
 
-from queues.access import operated_queues
-from queues.activity import Activity, activity
-from queues.charts import activity_chart
+from queues.auth.access import operated_queues
+from queues.console.activity import Activity, activity
+from queues.console.charts import activity_chart
+from queues.console.recent import Failure, recent_failures, workers_seen
 from queues.models import Queue
-from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
 from queues.store import InvalidItem, NotFound, QueueStats, StoreError, Task
 from tasklogs.failure_lines import failure_key, failure_lines
