@@ -80,7 +80,8 @@ def retrying_line(exc: BaseException, tries: int | None, pause: float) -> str:
     """The line said at the first failure of a run of tries."""
     if tries is None:
         return f"{reason(exc)}; retrying in {pause:.1f} s, then with a growing pause"
-    return f"{reason(exc)}; retrying ({tries - 1} more tries)"
+    more = tries - 1
+    return f"{reason(exc)}; retrying ({more} more {'try' if more == 1 else 'tries'})"
 
 
 def with_backoff(

@@ -75,6 +75,7 @@ def test_the_retrying_line_names_the_failure_and_what_follows():
     assert retrying_line(ConnectionRefusedError(), 5, 0.5) == (
         "connection refused; retrying (4 more tries)"
     )
+    assert retrying_line(busy(429), 2, 0.5) == "429 x; retrying (1 more try)"
     assert retrying_line(busy(503), None, 0.45) == (
         "503 storage_unavailable; retrying in 0.5 s, then with a growing pause"
     )
@@ -166,3 +167,20 @@ def test_a_worker_report_that_keeps_failing_is_given_up_after_its_tries(stub, ca
     messages = [r.getMessage() for r in caplog.records]
     assert messages[0] == "report failed: 503 storage_unavailable; retrying (5 more tries)"
     assert messages[1] == "a task's outcome could not be reported"
+
+
+def test_the_command_line_retries_a_read_after_a_busy_server_and_says_so(stub, capsys):  # noqa: F811
+    from taskhoster.cli import OK, SERVER, main
+
+    handler, url = stub
+    view = {"id": "a" * 16, "status": "pending", "attempts": 0, "postedAt": 1}
+    handler.answers = [(503, {"code": "storage_unavailable", "detail": "Disk."},
+                        {"Retry-After": "0"}), (200, view)]  # fmt: skip
+    assert main(["status", "h.example/q", "a" * 16, "--url", url, "--json"]) == OK
+    out, err = capsys.readouterr()
+    assert err == "taskhoster: 503 storage_unavailable; retrying (4 more tries)\n"
+    assert '"status": "pending"' in out and len(handler.seen) == 2
+    # a post without --key may have been stored by a server that then failed: not sent again
+    handler.answers, handler.seen[:] = [(500, {"code": "internal", "detail": "Boom."})], []
+    assert main(["post", "h.example/q", "{}", "--url", url]) == SERVER
+    assert len(handler.seen) == 1 and "retrying" not in capsys.readouterr().err
