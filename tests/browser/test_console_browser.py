@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
+from queues.durations import readable_seconds
 from queues.models import Queue
 from queues.services import get_store
 
@@ -17,6 +18,17 @@ def log_in(page, live_server, username: str, password: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("input[type=submit]")
+
+
+def test_the_words_an_admin_sees_while_typing_are_the_servers_words(page, live_server):
+    # words.js is the one copy of queues/durations.py off the server: held to the same table
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/queue/add/")
+    cases = [0, 1, 59, 60, 61, 90, 3_599, 3_600, 3_661, 5_400, 86_399, 86_400, 90_061, 172_800,
+             604_800, 31_536_000]  # fmt: skip
+    said = page.evaluate("(cases) => cases.map(window.taskhoster.secondsInWords)", cases)
+    assert said == [readable_seconds(n) for n in cases]
 
 
 def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_server, shoot):
