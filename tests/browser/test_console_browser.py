@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
-from queues.durations import readable_seconds
 from queues.models import Queue
 from queues.services import get_store
+from queues.text.durations import readable_seconds
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
