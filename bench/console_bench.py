@@ -164,7 +164,7 @@ def aggregate_plans(queues: int) -> list[str]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from queues.activity import activity
+    from queues.console.activity import activity
     from tasklogs.models import TaskEvent
 
     if connection.vendor != "sqlite":

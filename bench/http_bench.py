@@ -33,7 +33,7 @@ from http_bench_load import (  # noqa: E402
     lifecycles,
     noop_rate,
 )
-from http_bench_server import Server  # noqa: E402
+from http_bench_server import Server, configured_threads  # noqa: E402
 from http_bench_targets import run_targets, target_rows  # noqa: E402
 
 
@@ -157,13 +157,6 @@ def with_waiters(server: Server, args: argparse.Namespace, ceiling: dict[str, fl
         (f"post -> waiting claim, {args.waiters} waiting", f"p99 {lat['p99_ms']:.1f} ms",
          f"p50 {lat['p50_ms']:.1f} ms, {lat['samples']} samples, {lat['missed']} timed out"),
     ]  # fmt: skip
-
-
-def configured_threads() -> int:
-    namespace: dict[str, object] = {}
-    conf = Path(__file__).resolve().parent.parent / "gunicorn.conf.py"
-    exec(compile(conf.read_text(), str(conf), "exec"), namespace)  # our own config file
-    return int(str(namespace.get("threads", 1)))
 
 
 def print_table(args: argparse.Namespace, threads: int, rows: list) -> None:

@@ -17,6 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 HOST, QUEUE, IDLE_QUEUE = "bench.example.com", "work", "idle"
 
 
+def configured_threads() -> int:
+    """The gthread count gunicorn.conf.py gives the web server (the benchmark's default)."""
+    conf = ROOT / "gunicorn.conf.py"
+    namespace: dict[str, object] = {"__file__": str(conf)}  # the config finds var/ from it
+    exec(compile(conf.read_text(), str(conf), "exec"), namespace)  # our own config file
+    return int(str(namespace.get("threads", 1)))
+
+
 def site_env(tmp: Path, fsync: bool) -> dict[str, str]:
     """The settings of a throw-away site under `tmp` (bench/http_bench_settings.py)."""
     return {

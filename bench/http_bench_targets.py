@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from http_bench_server import HOST, QUEUE, Server
+from http_bench_server import HOST, QUEUE, Server, configured_threads
 
 from queues.store import PostEntry, QueueSettings, QueueStore, Report, Reported, StoreConfig
 from taskhoster.client import Client
@@ -253,7 +253,7 @@ EACH_TARGET, BATCHED_TARGET = 0.30, 0.50
 
 
 def _interleaved(fsync: bool, runs: int, inprocess: Any, http: Any) -> dict[str, Any]:
-    server = Server(fsync=fsync, threads=_threads())
+    server = Server(fsync=fsync, threads=configured_threads())
     try:
         server.prepare()
         server.start()
@@ -284,12 +284,6 @@ def _children_cpu() -> float:
     """User + system CPU seconds of this process's joined children so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
-
-
-def _threads() -> int:
-    from http_bench import configured_threads
-
-    return configured_threads()
 
 
 def spread(values: list[float]) -> str:

@@ -71,7 +71,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
-        from queues import queue_page
+        from queues.console import queue_page
 
         started = time.perf_counter()
         fill(folder, args.tasks)
@@ -137,7 +137,7 @@ def main() -> None:
         # filter, as the confirmation posts it (each task written, moved and logged).
         import re
 
-        from queues import bulk as bulk_actions
+        from queues.console import bulk as bulk_actions
 
         form = staff.post(bulk, {"do": "cancel:filter", "status": "pending"}).content.decode()
         fields: dict[str, list[str]] = {}

@@ -127,7 +127,7 @@ class Server:
         script = (
             "import json\n"
             "from queues.services import get_or_create_user, grant, save_queue\n"
-            "from queues.tokens import issue_token\n"
+            "from queues.auth.tokens import issue_token\n"
             f"save_queue({HOST!r}, {QUEUE!r}, lease_seconds={self.lease}, max_attempts=0,\n"
             f"           store={'postgres' if self.pg_dsn else 'files'!r})\n"
             "for user, role in (('olga', 'operator'), ('paul', 'producer'), ('wendy', 'worker')):\n"

@@ -11,12 +11,12 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from queues.admin_widgets import SECONDS_FIELDS, BlankableJSONField, SecondsInput
-from queues.durations import readable_seconds
+from queues.admin_forms.settings_preview import SettingsPreview, preview_settings
+from queues.admin_forms.widgets import SECONDS_FIELDS, BlankableJSONField, SecondsInput
+from queues.auth.tokens import issue_token, revoke_token
 from queues.models import ApiToken, Host, Queue, QueueAccess
-from queues.settings_preview import SettingsPreview, preview_settings
 from queues.store import StoreError
-from queues.tokens import issue_token, revoke_token
+from queues.text.durations import readable_seconds
 
 admin.site.site_header = "taskhoster"
 admin.site.site_title = "taskhoster admin"

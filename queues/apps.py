@@ -1,3 +1,5 @@
+"""The queues app's configuration: a saved queue or host forgets its cached store kind."""
+
 from django.apps import AppConfig
 from django.db.models.signals import post_delete, post_save
 

@@ -1,52 +1,10 @@
-from django.urls import include, path, register_converter
+"""The queues app's URLs: the API under api/v1/, the console's pages everywhere else."""
 
-from queues import views
-from queues.converters import TaskIdConverter
+from django.urls import include, path
 
 app_name = "queues"
-register_converter(TaskIdConverter, "task_id")
 
 urlpatterns = [
     path("api/v1/", include("queues.api.urls")),
-    path("", views.dashboard, name="home"),
-    path("console/queues.json", views.dashboard_json, name="dashboard-json"),
-    path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),
-    path("console/<str:host>/<str:queue>/pause", views.queue_pause, name="queue-pause"),
-    path("console/<str:host>/<str:queue>/bulk", views.queue_bulk, name="queue-bulk"),
-    path("console/<str:host>/<str:queue>/insight/", views.queue_insight, name="insight"),
-    path("console/<str:host>/<str:queue>/<task_id:task_id>/", views.task_page, name="task"),
-    path(
-        "console/<str:host>/<str:queue>/<task_id:task_id>/cancel",
-        views.task_action,
-        {"action": "cancel"},
-        name="task-cancel",
-    ),
-    path(
-        "console/<str:host>/<str:queue>/<task_id:task_id>/retry",
-        views.task_action,
-        {"action": "retry"},
-        name="task-retry",
-    ),
-    path(
-        "console/<str:host>/<str:queue>/<task_id:task_id>/requeue",
-        views.task_action,
-        {"action": "requeue"},
-        name="task-requeue",
-    ),
-    path(
-        "console/<str:host>/<str:queue>/<task_id:task_id>/delete",
-        views.task_action,
-        {"action": "delete"},
-        name="task-delete",
-    ),
-    path(
-        "console/<str:host>/<str:queue>/<task_id:task_id>/edit-retry",
-        views.task_edit_retry,
-        name="task-edit-retry",
-    ),
-    path(
-        "console/<str:host>/<str:queue>/<task_id:task_id>/repost",
-        views.task_repost,
-        name="task-repost",
-    ),
+    path("", include("queues.console.urls")),  # no namespace of its own: names stay "queues:..."
 ]

@@ -1,0 +1,1 @@
+"""Schedules: tasks posted to a queue on a cron expression."""

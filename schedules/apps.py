@@ -1,3 +1,5 @@
+"""The schedules app's configuration."""
+
 from django.apps import AppConfig
 
 

@@ -24,10 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+from . import backoff
 from .client import ApiError, Client
 from .log_format import handler_for, level_for
 from .task_table import table
-from .worker import Cancelled, Fail, Job, Retry, failure_summary, is_transient, run_worker
+from .worker import Cancelled, Fail, Job, Retry, failure_summary, run_worker
 
 OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
 TERMINAL = ("finished", "failed", "cancelled")
@@ -166,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         if not host or not queue or "/" in queue:
             raise CliError(USAGE, f"HOST/QUEUE expected, e.g. ex.com/resize (got {args.target!r})")
         try:
-            client = Client(args.url, args.token, timeout=30)
+            # tries=1: every call below is retried here, on one schedule, not twice over
+            client = Client(args.url, args.token, timeout=30, tries=1)
         except ValueError:
             raise CliError(UNREACHABLE, url_problem(url_from, args.url)) from None
         return int(COMMANDS[args.command](client, host, queue, args))
@@ -195,32 +197,20 @@ def exit_status(exc: ApiError) -> int:
         return AUTH
     if exc.status == 404:
         return NOT_FOUND
-    if is_transient(exc):
+    if exc.status == 429 or exc.status >= 500:  # busy or failing, after the retries
         return SERVER
     return REFUSED
 
 
-def with_backoff(call: Callable[[], T]) -> T:
-    """A producer's call, again after a refusal that said nothing was done (429, 5xx) or a
-    connection that was refused (nothing was sent)."""
-    for attempt in range(TRANSIENT_TRIES):
-        try:
-            return call()
-        except (ApiError, ConnectionRefusedError) as exc:
-            if isinstance(exc, ApiError) and not is_transient(exc):
-                raise
-            if attempt + 1 >= TRANSIENT_TRIES:
-                raise
-            after = exc.headers.get("retry-after") if isinstance(exc, ApiError) else None
-            pause = min(float(after), 30) if after else 0.5 * 2**attempt
-            if attempt == 0:  # said once, so a wrong port is not a silent wait
-                why = (
-                    "connection refused" if isinstance(exc, OSError) else f"{exc.status} {exc.code}"
-                )
-                print(f"taskhoster: {why}; retrying ({TRANSIENT_TRIES - 1} more tries)",
-                      file=sys.stderr, flush=True)  # fmt: skip
-            time.sleep(pause)
-    raise AssertionError("unreachable")
+def with_backoff(call: Callable[[], T], *, repeatable: bool = False) -> T:
+    """A producer's call, tried again on backoff.py's policy: after a refused connection or a
+    `429`/`503` (nothing was done), and when `repeatable` (a read, a keyed post) after a broken
+    connection or another `5xx` too. The first failure is said at once on stderr."""
+    return backoff.with_backoff(call, tries=TRANSIENT_TRIES, repeatable=repeatable, say=say)
+
+
+def say(line: str) -> None:
+    print(f"taskhoster: {line}", file=sys.stderr, flush=True)
 
 
 def print_json(value: Any) -> None:
@@ -278,7 +268,8 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
         task = with_backoff(
             lambda item=item, key=key: client.post(
                 host, queue, item, delay=args.delay, priority=args.priority, idempotency_key=key
-            )
+            ),
+            repeatable=key is not None,
         )
         posted.append(task)
         if not args.wait:
@@ -307,7 +298,8 @@ def wait_for_end(client: Client, host: str, queue: str, task: dict[str, Any]) ->
         task = with_backoff(
             lambda task=task: client.get(
                 host, queue, task["id"], wait=WAIT_STEP_SECONDS, since=task["updatedAt"]
-            )
+            ),
+            repeatable=True,
         )
         said = say_failed_attempt(task, said)
     return task
@@ -345,7 +337,7 @@ def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    show([with_backoff(lambda: client.get(host, queue, args.id))], args)
+    show([with_backoff(lambda: client.get(host, queue, args.id), repeatable=True)], args)
     return OK
 
 
@@ -367,7 +359,8 @@ def list_tasks(client: Client, host: str, queue: str, args: argparse.Namespace) 
         page = with_backoff(
             lambda shown=shown: client.list(
                 host, queue, status=args.status, offset=shown, limit=min(args.limit - shown, 200)
-            )
+            ),
+            repeatable=True,
         )
         tasks.extend(page["results"])
         if not page.get("next") or not page["results"]:
@@ -572,7 +565,7 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         if opened or not args.task:
             return True
         opened = True
-        task = with_backoff(lambda: client.get(host, queue, args.task))
+        task = with_backoff(lambda: client.get(host, queue, args.task), repeatable=True)
         print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
         return task["status"] not in TERMINAL  # an ended task has nothing more to show
 

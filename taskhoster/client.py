@@ -15,26 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from .backoff import with_backoff
+from .errors import ApiError
+
+__all__ = ["ApiError", "ClaimAnswer", "Client"]
+
 # A waiting request may legitimately take `wait` seconds before the server says a word.
 WAIT_MARGIN_SECONDS = 10.0
-RETRIES = 3  # for idempotent calls only: a repeated GET or keyed post changes nothing
-
-
-class ApiError(Exception):
-    """The server refused a request: `status`, api.md's `code`, and its `detail` sentence;
-    `index`, for a refusal of a batch, is the entry it is about (None otherwise)."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        detail: str,
-        headers: dict[str, str] | None = None,
-        index: int | None = None,
-    ) -> None:
-        self.status, self.code, self.detail, self.index = status, code, detail, index
-        self.headers = headers or {}
-        super().__init__(f"{status} {code}: {detail}")
+TRIES = 3  # for idempotent calls only: a repeated GET or keyed post changes nothing
 
 
 @dataclass(frozen=True)
@@ -47,14 +35,23 @@ class ClaimAnswer:
 
 
 class Client:
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        tries: int = TRIES,
+    ) -> None:
+        """`tries`: how many times an idempotent call is sent when its connection fails (1: once,
+        for a caller that retries by itself, as the command line does)."""
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port][/prefix], not {base_url!r}")
         self.scheme, self.netloc = parts.scheme, parts.netloc
         self.base_url = base_url.rstrip("/")
         self.prefix = parts.path.rstrip("/") + "/api/v1"
-        self.token, self.timeout = token, timeout
+        self.token, self.timeout, self.tries = token, timeout, max(tries, 1)
         self._local = threading.local()
 
     # -- producers --------------------------------------------------------------------------
@@ -245,8 +242,8 @@ class Client:
     ) -> tuple[int, dict[str, str], Any]:
         """One request: (status, headers, parsed JSON or None). Raises ApiError on 4xx/5xx.
 
-        Connection errors are retried only when `idempotent`: a claim or a result that
-        reached the server before the connection broke must not be sent twice.
+        Connection errors are retried (backoff.py's schedule) only when `idempotent`: a claim or
+        a result that reached the server before the connection broke must not be sent twice.
         """
         target = self.prefix + path
         pairs = {k: v for k, v in (query or {}).items() if v is not None}
@@ -259,16 +256,12 @@ class Client:
         if body is not None:
             payload = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
             sent["Content-Type"] = "application/json"
-        attempts = RETRIES if idempotent else 1
-        for attempt in range(attempts):
-            try:
-                status, got, data = self._exchange(method, target, payload, sent, waits)
-                break
-            except (ConnectionError, http.client.HTTPException, TimeoutError, OSError):
-                self._drop()
-                if attempt + 1 >= attempts:
-                    raise
-                time.sleep(0.1 * 2**attempt)
+        status, got, data = with_backoff(
+            lambda: self._exchange(method, target, payload, sent, waits),
+            tries=self.tries if idempotent else 1,
+            repeatable=True,  # tried at all only when idempotent
+            after_failure=self._drop,
+        )
         try:
             parsed = json.loads(data) if data else None
         except ValueError:

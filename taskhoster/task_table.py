@@ -1,4 +1,4 @@
-"""Tasks as a table for people at a terminal: id, status, attempts, age, a short preview."""
+"""Tasks as a table for people at a terminal: id, status, attempts, age, worker, a preview."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from .worker import failure_summary
 
 PREVIEW_CHARS = 50
-HEADER = ("ID", "STATUS", "ATTEMPTS", "AGE", "PREVIEW")
+HEADER = ("ID", "STATUS", "ATTEMPTS", "AGE", "WORKER", "PREVIEW")
 
 
 def age(at_ms: Any, now: float | None = None) -> str:
@@ -52,7 +52,7 @@ def attempts(task: dict[str, Any]) -> str:
 def table(tasks: list[dict[str, Any]], now: float | None = None) -> str:
     rows = [HEADER] + [
         (str(t.get("id")), str(t.get("status")), attempts(t), age(t.get("postedAt"), now),
-         preview(t))
+         str(t.get("worker") or "-"), preview(t))  # an operator's view names the worker
         for t in tasks
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER) - 1)]

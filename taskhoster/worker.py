@@ -11,13 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backoff import CONNECTION_ERRORS, with_backoff
 from .client import ApiError, Client
 
 log = logging.getLogger("taskhoster.worker")
 
 CLAIM_WAIT_SECONDS = 20  # a waiting claim returns as soon as a task is posted
-ERROR_PAUSE_SECONDS = 1.0  # after a failed claim (server down), before the next one
-MAX_ERROR_PAUSE_SECONDS = 30.0  # the pause doubles while the server stays down, up to this
 REPORT_TRIES = 6  # a result or failure that met a transient error is sent again (replay-safe)
 # What a failure body keeps of a handler's exception: enough to find the bug, and far below
 # the smallest item cap an operator is likely to set (the server refuses a larger body).
@@ -138,7 +137,7 @@ def run_worker(
 
     A claim refused for good (a wrong token, a queue that does not exist or is not yours:
     401, 403, 404) raises `ApiError`, since no later claim can do better; connection errors,
-    429 and 5xx answers are retried with a growing pause.
+    429 and 5xx answers are retried on backoff.py's schedule until `stop_event` is set.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
@@ -148,7 +147,7 @@ def run_worker(
     reporter = _Reporter(client, host, queue, worker) if (
         concurrency > 1 if batch is None else batch
     ) else None  # fmt: skip
-    claimed, paused, pause, answered = 0, False, ERROR_PAUSE_SECONDS, False
+    claimed, paused, answered = 0, False, False
     try:
         while not stop.is_set() and (max_tasks is None or claimed < max_tasks):
             free = pool.wait_for_a_slot(stop)
@@ -157,18 +156,19 @@ def run_worker(
             want = free if max_tasks is None else min(free, max_tasks - claimed)
             try:
                 # The first claim does not wait: the banner says at once that the server and
-                # the token are good (or the refusal ends the loop at once).
-                answer = client.claim_answer(host, queue, worker, wait=wait if answered else 0,
-                                             lease=lease,
-                                             max=want if want > 1 else None)  # fmt: skip
-            except (ApiError, OSError) as exc:
-                if isinstance(exc, ApiError) and not is_transient(exc):
-                    raise
-                log.warning("claim on %s/%s failed: %s; again in %.0f s", host, queue, exc, pause)
-                stop.wait(pause)
-                pause = min(pause * 2, MAX_ERROR_PAUSE_SECONDS)
-                continue
-            pause = ERROR_PAUSE_SECONDS
+                # the token are good (or the refusal ends the loop at once). A claim whose
+                # answer was lost is sent again: the task it took comes back when its lease ends.
+                answer = with_backoff(
+                    lambda want=want, waits=wait if answered else 0: client.claim_answer(
+                        host, queue, worker, wait=waits, lease=lease,
+                        max=want if want > 1 else None),
+                    tries=None, repeatable=True, stop=stop,
+                    say=lambda line: log.warning("claim on %s/%s failed: %s", host, queue, line),
+                )  # fmt: skip
+            except (ApiError, *CONNECTION_ERRORS):
+                if stop.is_set():  # stopped while waiting to claim again
+                    continue
+                raise
             if not answered:  # said once the server took a claim: the worker is at work
                 answered = True
                 log.info("worker %s ready: %s/%s at %s, concurrency %d", worker, host, queue,
@@ -200,11 +200,6 @@ def _say_left(job: Job) -> None:
         until = time.strftime("%H:%M:%S UTC", time.gmtime(time.time() + left))
         text = f"left running: its lease ends at {until}, then the sweep puts it back to pending"
     _say(job, "abandoned", text, logging.WARNING)
-
-
-def is_transient(exc: ApiError) -> bool:
-    """A refusal that a later request may not meet: the server busy, full or failing."""
-    return exc.status == 429 or exc.status >= 500
 
 
 class _Pool:
@@ -467,20 +462,11 @@ def _report_failure(job: Job, kind: str, body: dict[str, str]) -> Any:
 
 
 def _with_retries(report: Callable[[], Any]) -> Any:
-    """Send a result or failure, again after a transient error: the server answers a repeated
-    report from the same attempt as a replay and changes nothing, so a report whose answer was
-    lost may safely be sent twice."""
-    for attempt in range(REPORT_TRIES):
-        try:
-            return report()
-        except (ApiError, OSError) as exc:
-            if isinstance(exc, ApiError) and not is_transient(exc):
-                raise
-            if attempt + 1 >= REPORT_TRIES:
-                raise
-            log.warning("report failed: %s; again in %.1f s", exc, 0.5 * 2**attempt)
-            time.sleep(0.5 * 2**attempt)
-    raise AssertionError("unreachable")
+    """Send a result or failure, again after a transient error (backoff.py): the server answers
+    a repeated report from the same attempt as a replay and changes nothing, so a report whose
+    answer was lost may safely be sent twice."""
+    return with_backoff(report, tries=REPORT_TRIES, repeatable=True,
+                        say=lambda line: log.warning("report failed: %s", line))  # fmt: skip
 
 
 def _run(job: Job, handler: Handler) -> tuple[str, Any]:

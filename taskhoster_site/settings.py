@@ -123,14 +123,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "queues.security.ContentSecurityPolicyMiddleware",
+    "queues.web.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Django's MessageMiddleware, its storage built only when a view uses messages.
-    "queues.messages_middleware.LazyMessageMiddleware",
+    "queues.web.messages_middleware.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # turns a login lockout into the form's answer
 ]
@@ -203,7 +203,7 @@ LOGOUT_REDIRECT_URL = "login"
 # --- failed logins (django-axes) ----------------------------------------------------------
 # Failures are counted in the database, which every gunicorn process shares, per user name and
 # per address apart: past the limit, either is locked for the cool-off, said on the form
-# (queues/login_throttle.py). API tokens do not log in, so this never touches them.
+# (queues/web/login_throttle.py). API tokens do not log in, so this never touches them.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -212,12 +212,12 @@ AXES_FAILURE_LIMIT = env.int("TASKHOSTER_LOGIN_FAILURE_LIMIT", default=10)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("TASKHOSTER_LOGIN_LOCKOUT_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "queues.login_throttle.locked_out"
+AXES_LOCKOUT_CALLABLE = "queues.web.login_throttle.locked_out"
 AXES_DISABLE_ACCESS_LOG = True  # the successful logins: nothing here reads them
 AXES_VERBOSE = False  # no banner in every command's output; lockouts are still logged
 if env.bool("TASKHOSTER_BEHIND_PROXY", default=False):
     # every client would be the proxy's address, and ten failures would lock everyone out
-    AXES_CLIENT_IP_CALLABLE = "queues.login_throttle.forwarded_address"
+    AXES_CLIENT_IP_CALLABLE = "queues.web.login_throttle.forwarded_address"
 
 # --- security -----------------------------------------------------------------------------
 # Behind TLS (production) every cookie is secure and browsers are told to stay on HTTPS.
@@ -269,16 +269,16 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "queues.api.errors.exception_handler",
 }
-from queues.api_docs import DESCRIPTION as API_DESCRIPTION  # noqa: E402 (plain text, no Django)
+from queues.api.docs import DESCRIPTION as API_DESCRIPTION  # noqa: E402 (plain text, no Django)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "taskhoster API",
     # How to get a token, epoch milliseconds, a task's life, the way back to the console; and
-    # real example bodies instead of Swagger's made-up ones (queues/api_docs.py).
+    # real example bodies instead of Swagger's made-up ones (queues/api/docs.py).
     "DESCRIPTION": API_DESCRIPTION,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "queues.api_docs.add_examples",
+        "queues.api.docs.add_examples",
     ],
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,

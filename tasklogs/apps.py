@@ -1,3 +1,5 @@
+"""The Task Logs app's configuration."""
+
 from django.apps import AppConfig
 
 

@@ -16,11 +16,11 @@ from typing import Protocol
 import orjson
 from django.conf import settings
 
-from queues.access import User
-from queues.error_line import error_line
+from queues.auth.access import User
 from queues.services import get_store
 from queues.store import State, Task
 from queues.store.errors import StoreError
+from queues.text.error_line import error_line
 
 from .payloads import open_payload
 

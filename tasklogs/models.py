@@ -59,7 +59,7 @@ class TaskEvent(models.Model):
             models.Index(fields=["event", "at", "id"], name="taskevent_event_at"),
             models.Index(fields=["worker", "at", "id"], name="taskevent_worker_at"),
             # The console's counts and charts: one queue's events of some kinds over a time
-            # range, read from the index alone (queues/activity.py, queues/insight.py).
+            # range, read from the index alone (queues/console/activity.py and insight.py).
             models.Index(fields=["host", "queue", "event", "t"], name="taskevent_queue_event_t"),
             # A PostgreSQL queue's live event stream, whose events are rows of this table: its
             # rows past an id, and where a new subscriber starts (queues/store_pg/following.py).

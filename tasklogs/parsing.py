@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from queues.control_characters import replaced
 from queues.store.errors import StoreError
 from queues.store.eventlog import EVENTS, LINE_START
 from queues.store.paths import validate_host, validate_queue, validate_task_id
 from queues.store.records import STATUSES as STATES
+from queues.text.control_characters import replaced
 
 PAYLOAD_KINDS = ("item", "progress", "result", "error")
 KINDS = frozenset(PAYLOAD_KINDS)

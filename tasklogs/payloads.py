@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from queues.access import User
+from queues.auth.access import User
 from queues.services import get_store
 from queues.store.archive import (
     EDITED_ITEM_EVENT,

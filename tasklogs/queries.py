@@ -1,7 +1,7 @@
 """The Task Logs reads: what a user may see, a keyset page of events, one task's timeline.
 
 Every query here starts from `visible_events(user)`: the events of the queues the user operates
-(`queues.access`, the one place roles are read), so no view can forget the tenant rule.
+(`queues.auth.access`, the one place roles are read), so no view can forget the tenant rule.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from queues.access import User, operated_queues
+from queues.auth.access import User, operated_queues
 from queues.services import get_store
 from queues.store.archive import is_event_payload
 from queues.store.errors import StoreError

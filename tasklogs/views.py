@@ -1,6 +1,6 @@
 """Task Logs pages for operators: parse the request, make one call, render.
 
-Who may see what is decided in `queries` (from `queues.access`); a user who may not see a
+Who may see what is decided in `queries` (from `queues.auth.access`); a user who may not see a
 queue gets the same 404 as for a queue or task that does not exist.
 """
 
@@ -15,7 +15,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpRe
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from queues.access import operated_queues
+from queues.auth.access import operated_queues
 
 from . import queries
 from .failure_lines import failure_key, failure_lines

@@ -1,7 +1,7 @@
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 
-from queues.access import has_role, operated_queues, queues_with_role, roles_on
+from queues.auth.access import has_role, operated_queues, queues_with_role, roles_on
 from queues.models import QueueAccess
 
 pytestmark = pytest.mark.django_db

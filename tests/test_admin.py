@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from queues.auth.tokens import find_token, issue_token
 from queues.models import ApiToken
-from queues.tokens import find_token, issue_token
 
 pytestmark = pytest.mark.django_db
 

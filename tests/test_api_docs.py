@@ -4,7 +4,7 @@ show real bodies: no free-form JSON left for Swagger to fill with `additionalPro
 import orjson
 import pytest
 
-from queues.api_docs import COMPONENT_EXAMPLES, ITEM, PROPERTY_EXAMPLES
+from queues.api.docs import COMPONENT_EXAMPLES, ITEM, PROPERTY_EXAMPLES
 
 pytestmark = pytest.mark.django_db
 

@@ -4,8 +4,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
+from queues.auth.tokens import find_token
 from queues.models import Host, Queue, QueueAccess
-from queues.tokens import find_token
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from queues.activity import activity
-from queues.insight import queue_insight
+from queues.console.activity import activity
+from queues.console.insight import queue_insight
 
 from .console_events import lifecycle
 

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from queues.activity import Activity, activity
-from queues.charts import activity_chart
+from queues.console.activity import Activity, activity
+from queues.console.charts import activity_chart
 from queues.services import get_store
 
 from .console_events import event, lifecycle, now_ms, store
@@ -340,3 +340,17 @@ def test_recent_failures_are_the_newest_of_the_operated_queues_only(resize, othe
 def test_no_failures_says_so(resize):
     page = client_for("sam", is_staff=True).get("/").content.decode()
     assert "No task failed or timed out on these queues" in page
+
+
+def test_the_refresh_gets_the_words_the_page_shows(resize):
+    # dashboard.js puts these in the cells as they are, so the page reads the same after it
+    now = now_ms()
+    lifecycle("a" * 16, now - 20 * MIN, ("claimed", 1000), ("failed", 2000))
+    for i in range(7):
+        lifecycle(f"{i:016x}", now - 10 * MIN, ("claimed", 1000), ("result", 2000))
+    client = client_for("sam", is_staff=True)
+    row = rows(client)["task.example.com/resize"]
+    assert row["words"] == {"oldest_pending_ms": "—", "failure_rate": "12%"}
+    page = client.get("/").content.decode()
+    assert 'data-field="failure_rate">12%<' in page
+    assert 'data-field="oldest_pending_ms">—<' in page

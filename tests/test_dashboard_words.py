@@ -18,8 +18,8 @@ def test_the_headings_say_what_they_count(resize):
 def test_the_chart_has_a_time_axis_its_scale_and_a_value_per_half_hour():
     import xml.etree.ElementTree as ET
 
-    from queues.activity import Activity
-    from queues.charts import activity_chart
+    from queues.console.activity import Activity
+    from queues.console.charts import activity_chart
 
     svg = "{http://www.w3.org/2000/svg}"
     day = Activity(start=1_735_689_600, posted=(1,) * 47 + (12,), finished=(0,) * 47 + (5,))

@@ -1,6 +1,6 @@
 import pytest
 
-from queues.durations import readable_ms, readable_seconds
+from queues.text.durations import readable_ms, readable_seconds
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from queues import insight
-from queues.insight import queue_insight, weighted_percentile
+from queues.console import insight
+from queues.console.insight import queue_insight, weighted_percentile
 
 from .console_events import event, lifecycle, now_ms, store
 from .test_console import client_for

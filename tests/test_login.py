@@ -9,9 +9,9 @@ from django.http import HttpResponse
 from django.test import Client, RequestFactory
 from django.utils import timezone
 
-from queues.login_throttle import forwarded_address, locked_out
+from queues.auth.tokens import issue_token
 from queues.models import QueueAccess
-from queues.tokens import issue_token
+from queues.web.login_throttle import forwarded_address, locked_out
 
 pytestmark = pytest.mark.django_db
 

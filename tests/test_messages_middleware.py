@@ -1,4 +1,4 @@
-"""queues.messages_middleware: Django's messages, the storage built only when used."""
+"""queues.web.messages_middleware: Django's messages, the storage built only when used."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 from django.utils.functional import empty
 
-from queues.messages_middleware import LazyMessageMiddleware
+from queues.web.messages_middleware import LazyMessageMiddleware
 
 COOKIE = "messages"  # CookieStorage's cookie, where FallbackStorage puts short messages first
 

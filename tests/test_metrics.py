@@ -10,12 +10,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from queues.auth.tokens import issue_token
 from queues.metrics import sources
 from queues.metrics.access import token_matches
 from queues.metrics.figures import bucketed
 from queues.models import QueueAccess
 from queues.services import get_store
-from queues.tokens import issue_token
 from tasklogs.ingest import ingest_directory
 from tasklogs.models import TaskEvent
 

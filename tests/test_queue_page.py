@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from queues import bulk, queue_page
+from queues.console import bulk, queue_page
 from queues.services import get_store
 from queues.store import QueueSettings
 from tests.test_console import client_for
@@ -412,7 +412,7 @@ def test_the_settings_of_a_queue_without_an_attempt_budget(make_queue, staff):
 
 
 def test_the_preview_says_why_a_task_failed_or_waits():
-    from queues.queue_page import PREVIEW_CHARS, preview
+    from queues.console.queue_page import PREVIEW_CHARS, preview
     from queues.store import State, Task
 
     def task(status: State, **fields) -> Task:

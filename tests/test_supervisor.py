@@ -1,5 +1,5 @@
-"""queues/supervisor.py on small real programs: restarts with a growing delay, a start that
-fails, the grace before SIGKILL, the second Ctrl-C, and grandchildren that must not outlive it.
+"""queues/processes/supervisor.py on small real programs: restarts with a growing delay, a start
+that fails, the grace before SIGKILL, the second Ctrl-C, and grandchildren that must not outlive it.
 
 Each supervisor runs in a process of its own (it installs signal handlers, and must be the
 parent of what it starts), started in a session of its own so the test signals it alone."""
@@ -28,7 +28,7 @@ def supervise(tmp_path: Path, programs: str, **options: object) -> subprocess.Po
     """A supervisor over `programs` (Python source of a list of Program), its stderr piped."""
     script = (
         "import sys\n"
-        "from queues.supervisor import Program, Supervisor\n"
+        "from queues.processes.supervisor import Program, Supervisor\n"
         f"programs = {programs}\n"
         f"sys.exit(Supervisor(programs, **{options!r}).run())\n"
     )

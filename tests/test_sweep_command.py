@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from queues.processes.sweeping import SweepTally
 from queues.services import get_store
 from queues.store import QueueSettings, QueueStore, StoreConfig, SweepReport
-from queues.sweeping import SweepTally
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,8 @@ import logging
 import pytest
 from django.db import InterfaceError, OperationalError
 
+from queues.processes.sweep_services import _run
 from queues.store import StorageUnavailable
-from queues.sweep_services import _run
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 

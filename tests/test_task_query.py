@@ -2,8 +2,8 @@
 
 import pytest
 
+from queues.console.task_query import QueryError, parse_search
 from queues.store import State, Task
-from queues.task_query import QueryError, parse_search
 
 
 def task(item=None, **fields) -> Task:

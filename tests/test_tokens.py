@@ -5,8 +5,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 
+from queues.auth.tokens import find_token, issue_token, revoke_token
 from queues.models import ApiToken
-from queues.tokens import find_token, issue_token, revoke_token
 
 pytestmark = pytest.mark.django_db
 

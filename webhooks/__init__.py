@@ -1,0 +1,1 @@
+"""Failure notifications: webhooks, the notifications made from the event log, their deliveries."""

@@ -1,3 +1,5 @@
+"""The failure notifications app's configuration and its system check of time limits."""
+
 from django.apps import AppConfig
 from django.core import checks
 

@@ -10,8 +10,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from queues.api import memo
+from queues.auth.tokens import find_token, hash_token
 from queues.models import ApiToken
-from queues.tokens import find_token, hash_token
 
 # What a caller without credentials is told (401), whatever it asked for.
 NO_CREDENTIALS = (

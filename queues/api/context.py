@@ -1,6 +1,6 @@
 """Who is calling which queue: resolved once per request, refusing with the uniform 404.
 
-Every role check goes through queues.access. A caller with no role on a queue (and no public
+Every role check goes through queues.auth.access. A caller with no role on a queue (and no public
 posting there) gets exactly what a missing queue gets; an anonymous caller is asked to log in
 first, whether the queue exists or not, so that answer says nothing either.
 """
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDenied
 from rest_framework.request import Request
 
-from queues.access import User, roles_on
 from queues.api import memo
+from queues.auth.access import User, roles_on
 from queues.models import Queue, Role
 from queues.store import InvalidName, Task, paths
 from queues.store.settings import QueueSettings

@@ -13,9 +13,9 @@ from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
 from queues.api.parsers import NO_BODY, chunked_body, is_chunked
-from queues.control_characters import described, first_control
 from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
 from queues.store.errors import out_of_range, shown
+from queues.text.control_characters import described, first_control
 
 MISSING: Any = object()
 
@@ -62,7 +62,7 @@ def string(body: dict[str, Any], name: str) -> str:
 def _without_controls(name: str, value: str) -> str:
     """A name-like string as sent, or the refusal naming the field: a NUL in a worker name
     would break PostgreSQL's text columns and a newline would forge lines wherever it is shown
-    (queues.control_characters)."""
+    (queues.text.control_characters)."""
     position = first_control(value)
     if position is not None:
         raise InvalidRequest(

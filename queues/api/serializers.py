@@ -33,6 +33,11 @@ class _ExtensionFields(serializers.Serializer):
     leaseSeconds = serializers.IntegerField(
         required=False, help_text="The claim's lease length; progress extends the lease by it."
     )
+    worker = serializers.CharField(
+        required=False,
+        help_text="For an operator only (read, list, cancel, retry): the worker holding the "
+        "lease, or the one whose own report ended the task.",
+    )
     requeuedAt = serializers.IntegerField(
         required=False,
         help_text="When a retry (an operator's, or a failure's backoff within the attempt "

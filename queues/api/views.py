@@ -20,14 +20,14 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from queues.access import roles_by_queue
 from queues.api import actions, held_threads, inputs
 from queues.api import serializers as s
-from queues.api.context import resolve
+from queues.api.context import QueueContext, resolve
 from queues.api.errors import refusal_body
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
+from queues.auth.access import roles_by_queue
 from queues.models import Queue, Role
-from queues.store import STATUSES, Reported, State, StoreError, TaskPage
+from queues.store import STATUSES, Reported, State, StoreError, Task, TaskPage
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
@@ -123,10 +123,23 @@ class TasksView(APIView):
         found = actions.list_tasks(
             ctx, status=inputs.status_filter(request), limit=limit, offset=offset
         )
-        return Response(_page(request, found, limit, offset))
+        return Response(_page(request, ctx, found, limit, offset))
 
 
-def _page(request: Request, found: TaskPage, limit: int, offset: int) -> dict[str, Any]:
+def _status_view(ctx: QueueContext, task: Task) -> dict[str, Any]:
+    """The status view; an operator's (a read, a list, a cancel, a retry) adds `worker`, which a
+    producer's leaves out (the worker is the operators' business): who holds the lease, or
+    whose own report ended the task."""
+    view = task.status_view()
+    worker = task.lease.worker if task.lease is not None else task.ended_by
+    if ctx.operator and worker:
+        view["worker"] = worker
+    return view
+
+
+def _page(
+    request: Request, ctx: QueueContext, found: TaskPage, limit: int, offset: int
+) -> dict[str, Any]:
     """api.md's list answer, with links that keep the caller's other parameters."""
     url = replace_query_param(request.build_absolute_uri(), "limit", limit)
     previous = None
@@ -142,7 +155,7 @@ def _page(request: Request, found: TaskPage, limit: int, offset: int) -> dict[st
         "count": found.count,
         "next": replace_query_param(url, "offset", after) if after < found.count else None,
         "previous": previous,
-        "results": [task.status_view() for task in found.tasks],
+        "results": [_status_view(ctx, task) for task in found.tasks],
     }
 
 
@@ -160,7 +173,7 @@ class TaskView(APIView):
     def get(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
         wait, since = inputs.wait_query(request)
-        return Response(actions.read(ctx, id, wait=wait, since=since).status_view())
+        return Response(_status_view(ctx, actions.read(ctx, id, wait=wait, since=since)))
 
 
 class CancelView(APIView):
@@ -176,8 +189,11 @@ class CancelView(APIView):
         },
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
-        task = actions.cancel(resolve(request, host, queue), id)
-        return Response(task.status_view(), status=202 if task.status is State.PROCESSING else 200)
+        ctx = resolve(request, host, queue)
+        task = actions.cancel(ctx, id)
+        return Response(
+            _status_view(ctx, task), status=202 if task.status is State.PROCESSING else 200
+        )
 
 
 class RetryView(APIView):
@@ -189,7 +205,8 @@ class RetryView(APIView):
         responses={200: s.TaskStatusSerializer, **errors(*ALWAYS, 409)},
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
-        return Response(actions.retry(resolve(request, host, queue), id).status_view())
+        ctx = resolve(request, host, queue)
+        return Response(_status_view(ctx, actions.retry(ctx, id)))
 
 
 class ClaimView(APIView):

@@ -1,0 +1,1 @@
+"""The queues app's management commands (in commands/)."""

@@ -24,9 +24,9 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery
 
-from queues.insight import EpochMs, task_events
+from queues.console.insight import EpochMs, task_events
+from queues.console.recent import workers_seen
 from queues.models import Queue
-from queues.recent import workers_seen
 from queues.services import get_store
 from queues.store import NotFound, QueueStats
 from tasklogs.health import ingest_lag

@@ -1,4 +1,7 @@
-# New queues get an attempt budget of 3 (existing queues keep theirs: only the default changes).
+"""New queues get an attempt budget of 3; the pause's help says what a claim answers.
+
+Existing queues keep their budget: only the default changes.
+"""
 
 import django.core.validators
 from django.db import migrations, models

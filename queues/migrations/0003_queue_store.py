@@ -1,4 +1,4 @@
-# A queue chooses its store: files (the default, as every queue was) or PostgreSQL.
+"""A queue chooses its store: files (the default, as every queue was) or PostgreSQL."""
 
 from django.db import migrations, models
 

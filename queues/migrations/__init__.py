@@ -1,0 +1,1 @@
+"""The queues app's database migrations."""

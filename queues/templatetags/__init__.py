@@ -1,0 +1,1 @@
+"""The console's template tags and filters: readable JSON, moments and durations."""

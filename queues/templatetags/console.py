@@ -9,7 +9,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from queues.readable_json import readable_json_html
+from queues.text.readable_json import readable_json_html
 
 register = template.Library()
 
@@ -21,7 +21,7 @@ def pretty_json(value: Any) -> str:
 
 @register.filter
 def readable_json(value: Any) -> SafeString:
-    """Indented JSON whose multi-line strings show as their lines (queues.readable_json)."""
+    """Indented JSON whose multi-line strings show as their lines (queues.text.readable_json)."""
     return readable_json_html(value)
 
 

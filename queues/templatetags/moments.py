@@ -6,7 +6,7 @@ import datetime as dt
 
 from django import template
 
-from queues.durations import readable_seconds
+from queues.text.durations import readable_seconds
 
 register = template.Library()
 

@@ -7,7 +7,7 @@ import datetime as dt
 from django import template
 from django.utils.html import format_html
 
-from queues.durations import readable_ms, readable_seconds
+from queues.text.durations import readable_ms, readable_seconds
 
 register = template.Library()
 NONE = "—"  # no value, said plainly: an empty queue has no oldest task, not one of 0 ms

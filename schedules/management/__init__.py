@@ -1,0 +1,1 @@
+"""The schedules app's management commands (in commands/)."""

@@ -1,3 +1,5 @@
+"""The Django app of taskhoster's django-tasks backend (its worker command)."""
+
 from django.apps import AppConfig
 
 

@@ -1,0 +1,1 @@
+"""Date formats of the site's locales (FORMAT_MODULE_PATH)."""

@@ -1,0 +1,1 @@
+"""The Task Logs app's database migrations."""

@@ -19,11 +19,11 @@ import orjson
 import pytest
 from rest_framework.test import APIClient
 
+from queues.auth.tokens import issue_token
 from queues.models import Queue
 from queues.services import get_or_create_user, get_store, grant
 from queues.store import NotFound, Task
 from queues.store_router import StoreRouter
-from queues.tokens import issue_token
 
 HOST, QUEUE = "task.example.com", "resize"
 OTHER_QUEUE = (HOST, "thumbs")

@@ -8,8 +8,8 @@ from django.utils import timezone
 from rest_framework.exceptions import ParseError
 
 from queues.api.parsers import _check_integers
+from queues.auth.tokens import revoke_token
 from queues.models import ApiToken
-from queues.tokens import revoke_token
 from tests.api.conftest import HOST, QUEUE, bearer, url
 
 pytestmark = pytest.mark.django_db

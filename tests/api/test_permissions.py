@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from queues.api.errors import NOT_FOUND_DETAIL
+from queues.auth.tokens import issue_token
 from queues.services import get_or_create_user, grant
-from queues.tokens import issue_token
 from tests.api.conftest import HOST, MISSING, OTHER_HOST, OTHER_QUEUE, QUEUE, bearer, url
 
 pytestmark = pytest.mark.django_db

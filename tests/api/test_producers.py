@@ -219,6 +219,24 @@ def test_list_shows_a_producer_its_own_tasks_and_an_operator_all(world):
     assert world.client("olga").get(TASKS).json()["count"] == 4
 
 
+def test_an_operator_sees_which_worker_holds_or_ended_a_task_and_a_producer_does_not(world):
+    running, ended, waiting = (world.post(now=1_000 + i) for i in range(3))
+    assert world.claim(worker="box-1").id == running.id
+    assert world.claim(worker="box-2").id == ended.id
+    world.store.finish(HOST, QUEUE, ended.id, settings=world.queues["own"].to_settings(),
+                       worker="box-2", attempt=1, result={"ok": 1})  # fmt: skip
+    listed = world.client("olga").get(TASKS).json()["results"]
+    assert {t["id"]: t.get("worker") for t in listed} == {
+        running.id: "box-1", ended.id: "box-2", waiting.id: None}  # fmt: skip
+    assert world.client("olga").get(task_url(running.id)).json()["worker"] == "box-1"
+    cancelled = world.client("olga").post(task_url(running.id, "/cancel"))
+    assert (cancelled.status_code, cancelled.json()["worker"]) == (202, "box-1")
+    for view in [*world.client("alice").get(TASKS).json()["results"],
+                 world.client("alice").get(task_url(running.id)).json(),
+                 world.client("alice").post(task_url(running.id, "/cancel")).json()]:  # fmt: skip
+        assert "worker" not in view
+
+
 def test_list_filters_by_status_and_pages(world):
     tasks = [world.post(now=1_000 + i) for i in range(5)]
     world.store.cancel(HOST, QUEUE, tasks[0].id, settings=world.queues["own"].to_settings())

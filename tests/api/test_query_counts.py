@@ -13,8 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from queues.api import memo
+from queues.auth.tokens import revoke_token
 from queues.models import ApiToken, QueueAccess
-from queues.tokens import revoke_token
 
 from .conftest import HOST, QUEUE, World, url
 

@@ -78,7 +78,7 @@ class LiveServer:
         script = (
             "import json\n"
             "from queues.services import get_or_create_user, grant, save_queue\n"
-            "from queues.tokens import issue_token\n"
+            "from queues.auth.tokens import issue_token\n"
             f"for name, lease in {QUEUES!r}.items():\n"
             f"    fields = {{'lease_seconds': lease, 'max_attempts': 8}}\n"
             f"    fields.update({SETTINGS!r}.get(name, {{}}))\n"

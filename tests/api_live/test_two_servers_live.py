@@ -111,7 +111,7 @@ def test_two_web_servers_share_a_postgres_queue_and_survive_one_killed(database,
                "--max-attempts", "0")  # fmt: skip
     tokens = one.manage("shell", "-c", (
         "from queues.services import get_or_create_user, grant\n"
-        "from queues.tokens import issue_token\n"
+        "from queues.auth.tokens import issue_token\n"
         f"grant('paul', '{HOST}/{QUEUE}', 'producer')\n"
         f"grant('wendy', '{HOST}/{QUEUE}', 'worker')\n"
         "print(issue_token(get_or_create_user('paul'), 't')[1],"

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from queues.models import Queue
 from queues.services import get_store
+from queues.text.durations import readable_seconds
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -17,6 +18,17 @@ def log_in(page, live_server, username: str, password: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("input[type=submit]")
+
+
+def test_the_words_an_admin_sees_while_typing_are_the_servers_words(page, live_server):
+    # words.js is the one copy of queues/durations.py off the server: held to the same table
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/queue/add/")
+    cases = [0, 1, 59, 60, 61, 90, 3_599, 3_600, 3_661, 5_400, 86_399, 86_400, 90_061, 172_800,
+             604_800, 31_536_000]  # fmt: skip
+    said = page.evaluate("(cases) => cases.map(window.taskhoster.secondsInWords)", cases)
+    assert said == [readable_seconds(n) for n in cases]
 
 
 def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_server, shoot):
@@ -72,7 +84,7 @@ def test_admin_creates_a_token_that_is_shown_once(page, live_server):
     page.click("input[name=_save]")
     expect(page.locator("#content-main")).to_contain_text("Copy it now")
     token = page.locator("#new-token").inner_text().strip()
-    from queues.tokens import find_token
+    from queues.auth.tokens import find_token
 
     assert find_token(token).user.username == "box-1"
     # shown on the page that answered the save, and nowhere after it

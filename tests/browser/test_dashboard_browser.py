@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -58,6 +60,12 @@ def test_the_dashboard_fits_a_desktop_and_a_phone_and_refreshes_itself(page, liv
     get_store().post("task.example.com", "resize", {"n": 9}, settings=queue.to_settings(),
                      posted_by="admin")  # fmt: skip
     expect(row.locator('[data-field="pending"]')).to_have_text("4", timeout=15_000)
+    # the refreshed cells carry the server's words, as the page came
+    expect(never.locator('[data-field="oldest_pending_ms"]')).to_have_text("—")
+    expect(row.locator('[data-field="failure_rate"]')).to_have_text(re.compile(r"^(\d+%|<1%|—)$"))
+    expect(row.locator('[data-field="oldest_pending_ms"]')).to_have_text(
+        re.compile(r"^\d+(\.\d)? (ms|s|min|hour|hours|day|days)( \d+ \w+)?$")
+    )
     assert row.locator("svg.chart").count() == 1  # the chart redrawn from the refresh
 
     page.set_viewport_size(PHONE)

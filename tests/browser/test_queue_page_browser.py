@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
+from queues.auth.tokens import issue_token
 from queues.services import get_store, grant, save_queue
-from queues.tokens import issue_token
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -21,6 +21,7 @@ QUEUES = {
     "cwlog": {"lease_seconds": 60, "max_attempts": 2, "backoff_seconds": 0},
     "cwwait": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 1},
     "cwtable": {"lease_seconds": 60, "max_attempts": 3},
+    "cwworker": {"lease_seconds": 60, "max_attempts": 3},
     "cwfile": {"lease_seconds": 60, "max_attempts": 1},
     "cwwatch": {"lease_seconds": 60, "max_attempts": 3},
     "cwlogjson": {"lease_seconds": 60, "max_attempts": 1},

@@ -15,9 +15,9 @@ from taskhoster.task_table import age, preview
 from tests.api_live.live import HOST
 
 
-def run_cli(live, *args: str, terminal: bool) -> str:
+def run_cli(live, *args: str, terminal: bool, user: str = "paul") -> str:
     """The CLI's standard output, with a pseudo-terminal as its standard output or a pipe."""
-    env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["paul"]}
+    env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens[user]}
     argv = [sys.executable, "-m", "taskhoster.cli", *args]
     if not terminal:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
@@ -46,8 +46,8 @@ def test_on_a_terminal_list_and_status_print_a_table_and_json_on_request(live, c
     kept = clients["paul"].post(HOST, "cwtable", {"n": 1})
     gone = clients["paul"].post(HOST, "cwtable", {"n": 2})
     shown = run_cli(live, "cancel", f"{HOST}/cwtable", gone["id"], terminal=True).splitlines()
-    assert shown[0].split() == ["ID", "STATUS", "ATTEMPTS", "AGE", "PREVIEW"]
-    assert shown[1].split() == [gone["id"], "cancelled", "0/3", "0", "s", "ago"]
+    assert shown[0].split() == ["ID", "STATUS", "ATTEMPTS", "AGE", "WORKER", "PREVIEW"]
+    assert shown[1].split() == [gone["id"], "cancelled", "0/3", "0", "s", "ago", "-"]
     listed = run_cli(live, "list", f"{HOST}/cwtable", terminal=True).splitlines()
     assert [row.split()[:3] for row in listed] == [
         ["ID", "STATUS", "ATTEMPTS"],
@@ -63,6 +63,22 @@ def test_on_a_terminal_list_and_status_print_a_table_and_json_on_request(live, c
     assert json.loads(status)["id"] == kept["id"]
     lines = run_cli(live, "list", f"{HOST}/cwtable", "--json", terminal=True).splitlines()
     assert [json.loads(line)["id"] for line in lines] == [gone["id"], kept["id"]]
+
+
+@pytest.mark.slow
+def test_an_operators_table_names_the_worker_of_each_task(live, clients, queues):
+    task = clients["paul"].post(HOST, "cwworker", {"n": 4})
+    claimed = clients["wendy"].claim(HOST, "cwworker", "box-7")
+    assert claimed["id"] == task["id"]
+    try:
+        shown = run_cli(live, "status", f"{HOST}/cwworker", task["id"], terminal=True,
+                        user="olga").splitlines()  # fmt: skip
+        assert shown[0].split()[4] == "WORKER"
+        assert shown[1].split()[:3] == [task["id"], "processing", "1/3"]
+        assert shown[1].split()[6] == "box-7"
+        assert shown[1].index("box-7") == shown[0].index("WORKER")
+    finally:
+        clients["wendy"].result(HOST, "cwworker", task["id"], "box-7", 1, {"ok": True})
 
 
 @pytest.mark.slow

@@ -7,8 +7,8 @@ from rest_framework.test import APIRequestFactory
 
 from queues.api import held_threads
 from queues.api.events import EventStreamView
+from queues.auth.tokens import issue_token
 from queues.services import get_store, grant
-from queues.tokens import issue_token
 
 HOST, QUEUE = "task.example.com", "resize"
 

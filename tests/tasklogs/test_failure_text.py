@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
-from queues.error_line import error_line
-from queues.readable_json import readable_json_html
 from queues.services import get_store
+from queues.text.error_line import error_line
+from queues.text.readable_json import readable_json_html
 from tasklogs.links import payload_url
 
 from .conftest import DAY1

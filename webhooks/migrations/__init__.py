@@ -1,0 +1,1 @@
+"""The failure notifications app's database migrations."""

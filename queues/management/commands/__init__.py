@@ -1,0 +1,1 @@
+"""createqueue, grant, createtoken, sweep, serve, bootstrap and the other commands."""

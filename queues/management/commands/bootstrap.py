@@ -1,3 +1,5 @@
+"""`manage.py bootstrap`: the first run's admin user and demo queue, for `make run`."""
+
 import os
 import secrets
 from pathlib import Path

@@ -1,3 +1,5 @@
+"""`manage.py createqueue HOST QUEUE`: create the host and queue, or update its settings."""
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 

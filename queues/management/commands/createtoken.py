@@ -1,10 +1,12 @@
+"""`manage.py createtoken USER`: print a new API token, once."""
+
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from queues.tokens import issue_token
+from queues.auth.tokens import issue_token
 
 
 class Command(BaseCommand):

@@ -1,3 +1,5 @@
+"""`manage.py grant USER HOST/QUEUE ROLE`: give a user a role on a queue."""
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 

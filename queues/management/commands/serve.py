@@ -1,5 +1,5 @@
 """`manage.py serve`: gunicorn, the sweep loop and log ingestion, kept running by
-queues/supervisor.py (whose docstring holds the restart and stop policy)."""
+queues/processes/supervisor.py (whose docstring holds the restart and stop policy)."""
 
 import runpy
 import sys
@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management import get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from queues.supervisor import Program, Supervisor
+from queues.processes.supervisor import Program, Supervisor
 
 # How much longer than gunicorn's graceful_timeout a stop waits before SIGKILL: gunicorn's
 # master kills its own workers at graceful_timeout, and needs a moment to say so and exit.

@@ -9,11 +9,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connections
 
+from queues.processes.sweep_services import run_sweep_services, run_sweep_services_every
+from queues.processes.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 from queues.services import get_store, queue_settings_for
 from queues.store import StorageUnavailable, SweepReport
 from queues.store_router import StoreRouter
-from queues.sweep_services import run_sweep_services, run_sweep_services_every
-from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 
 DATABASE_DOWN = "sweep: the database is unreachable; sweeping again once it answers"
 

@@ -1,23 +1,12 @@
 // Refreshes the dashboard in place from its JSON view; a static file, so the CSP needs no
-// inline script. The formats mirror queues/durations.py and queues/templatetags/readable.py.
+// inline script. Durations and shares come worded by the server (the row's `words`), so the
+// page reads the same before and after a refresh.
 (function () {
   "use strict";
   const table = document.getElementById("queues");
   if (!table) return;
   const lag = document.getElementById("ingest-lag");
   const EVERY_MS = 5000;
-  const NONE = "—";
-  const words = window.taskhoster.secondsInWords;  // words.js, loaded first
-  function age(ms) {
-    if (ms === null || ms === undefined) return NONE;
-    if (ms < 1000) return ms + " ms";
-    if (ms < 10000) return (ms / 1000).toFixed(1) + " s";
-    return words(Math.round(ms / 1000));
-  }
-  function percent(share) {
-    if (share === null || share === undefined) return NONE;
-    return share === 0 || share >= 0.01 ? Math.round(share * 100) + "%" : "<1%";
-  }
   function pendingDetail(row) {
     const parts = [];
     if (row.delayed) parts.push(row.delayed + " delayed");
@@ -35,7 +24,6 @@
     cell.replaceChildren(document.importNode(svg, true));
     cell.lastMarkup = markup;
   }
-  const FORMATS = { oldest_pending_ms: age, failure_rate: percent };
 
   function showRow(tr, row) {
     for (const el of tr.querySelectorAll("[data-field]")) {
@@ -44,7 +32,7 @@
       else if (field === "never_posted") el.hidden = !row.never_posted;
       else if (field === "pending_detail") el.textContent = pendingDetail(row);
       else if (field === "chart") drawChart(el, row.chart);
-      else if (field in FORMATS) el.textContent = FORMATS[field](row[field]);
+      else if (field in row.words) el.textContent = row.words[field];
       else el.textContent = String(row[field]);
       if (field === "failed_day") el.classList.toggle("status-failed", row.failed_day > 0);
     }

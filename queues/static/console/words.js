@@ -1,5 +1,6 @@
-// A number of seconds in words ("1 day 2 hours"), the same as queues/durations.py writes on the
-// server; shared by the dashboard's refresh and the admin's seconds fields.
+// A number of seconds in words ("1 day 2 hours") while an admin types it in a seconds field:
+// the one place the words are made off the server. Every page carries the server's words
+// (queues/durations.py); tests/browser/test_console_browser.py holds the two to the same table.
 (function () {
   "use strict";
   const UNITS = [[86400, "day", "days"], [3600, "hour", "hours"], [60, "min", "min"], [1, "s", "s"]];

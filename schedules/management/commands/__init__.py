@@ -1,0 +1,1 @@
+"""createschedule: a task posted to a queue on a cron expression."""

@@ -1,0 +1,1 @@
+"""The django-tasks backend's management commands (in commands/)."""

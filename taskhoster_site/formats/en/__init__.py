@@ -1,0 +1,1 @@
+"""English date formats: the console's way of writing a time."""

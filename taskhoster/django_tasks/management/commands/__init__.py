@@ -1,0 +1,1 @@
+"""taskhoster_worker: run a project's tasks from a taskhoster queue."""

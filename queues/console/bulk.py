@@ -5,7 +5,7 @@ task counted and by the moment of the count, then walked oldest first in chunks 
 request does one chunk and hands back a cursor, so a 100,000-task filter never holds one request
 for minutes. The walk acts on the counted set only: a task posted after the count is past the
 bound, and one that entered the filter's status after it (failed since, say) is past the moment
-(Task.entered_at). Each task goes through console.act_on_task, the same per-task service as the
+(Task.entered_at). Each task goes through operations.act_on_task, the same per-task service as the
 task page, with the operator's name; a refusal is counted by its code, a cancel that could only
 be asked of a running task as requested, and the counted tasks the walk no longer met (they
 left the status, or left and came back) as no longer matching, so the report adds up to the
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from queues import console
+from queues.console import operations
+from queues.console.queue_page import Filter
 from queues.models import Queue
-from queues.queue_page import Filter
 from queues.services import get_store
 from queues.store import NotFound, OrderKey, State, StoreError
 from queues.store.clock import now_ms
@@ -131,7 +131,7 @@ def apply_chunk(
 def apply_to_ids(queue: Queue, ids: list[str], action: str, *, by: str, tally: Tally) -> None:
     for task_id in ids:
         try:
-            task = console.act_on_task(queue, task_id, action, by=by)
+            task = operations.act_on_task(queue, task_id, action, by=by)
         except StoreError as exc:
             tally.refused[exc.code] += 1
         else:

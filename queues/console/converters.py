@@ -1,3 +1,6 @@
+"""The console's URL converter for a task id."""
+
+
 class TaskIdConverter:
     """A task id in a URL: 16 lower-case hex characters, anything else is simply no match."""
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from django.http import QueryDict
 
-from queues.bulk import Tally
-from queues.queue_page import Filter, cursor_text, parse_cursor
+from queues.console.bulk import Tally
+from queues.console.queue_page import Filter, cursor_text, parse_cursor
 from queues.store import OrderKey
 
 SCOPES = ("selected", "filter")

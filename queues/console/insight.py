@@ -36,7 +36,7 @@ from django.db.models import (
     When,
 )
 
-from queues.activity import DAY_SECONDS, Activity, activity
+from queues.console.activity import DAY_SECONDS, Activity, activity
 from queues.models import Queue
 from tasklogs.health import IngestLag, ingest_lag
 from tasklogs.models import TaskEvent

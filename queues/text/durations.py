@@ -1,6 +1,9 @@
 """Durations in words for people: 86400 -> "1 day", 5400 -> "1 hour 30 min".
 
-One module for the admin's seconds fields and the console's ages, so both read the same.
+One module for the admin's seconds fields and the console's ages, so both read the same; the
+dashboard's refresh gets its words from here too (its JSON rows' `words`). The one copy off the
+server is queues/static/console/words.js, for a seconds field while it is typed in, held to
+these words by tests/browser/test_console_browser.py.
 """
 
 from __future__ import annotations

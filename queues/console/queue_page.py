@@ -13,11 +13,11 @@ from typing import Any
 
 from django.http import QueryDict
 
-from queues.durations import readable_seconds
+from queues.console.task_query import QueryError, Search, parse_search
 from queues.models import Queue
 from queues.services import get_store
 from queues.store import STATUSES, NotFound, OrderKey, Selection, State, StateCounts, Task
-from queues.task_query import QueryError, Search, parse_search
+from queues.text.durations import readable_seconds
 
 PAGE_SIZE = 50
 SCAN_BUDGET = 2_000  # records a field search reads per request before it offers to go on

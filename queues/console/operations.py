@@ -13,13 +13,14 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import Http404
 from django.utils.safestring import SafeString
 
-from queues.access import operated_queues
-from queues.activity import Activity, activity
-from queues.charts import activity_chart
+from queues.auth.access import operated_queues
+from queues.console.activity import Activity, activity
+from queues.console.charts import activity_chart
+from queues.console.recent import Failure, recent_failures, workers_seen
 from queues.models import Queue
-from queues.recent import Failure, recent_failures, workers_seen
 from queues.services import get_store
 from queues.store import InvalidItem, NotFound, QueueStats, StoreError, Task
+from queues.templatetags.readable import age_ms, percent
 from tasklogs.failure_lines import failure_key, failure_lines
 from tasklogs.health import IngestLag, ingest_lag
 
@@ -60,6 +61,11 @@ class QueueRow:
             "failure_rate": self.activity.failure_rate,
             "workers": self.workers,
             "chart": str(self.chart),
+            # the numbers as the page words them, so its refresh needs no formats of its own
+            "words": {
+                "oldest_pending_ms": age_ms(self.oldest_pending_ms),
+                "failure_rate": percent(self.activity.failure_rate),
+            },
         }
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from queues import bulk
-from queues.bulk_form import BulkRequest
+from queues.console import bulk
+from queues.console.bulk_form import BulkRequest
 from queues.models import Queue
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from queues.access import User
+from queues.auth.access import User
 from queues.models import Queue
 from queues.services import get_store
 from queues.store import State, Task

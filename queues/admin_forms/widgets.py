@@ -8,7 +8,7 @@ from django import forms
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from queues.durations import readable_seconds
+from queues.text.durations import readable_seconds
 
 SECONDS_FIELDS = frozenset(
     {

@@ -1,4 +1,4 @@
-"""The operators' console: thin views over queues.console and queues.insight."""
+"""The operators' console: thin views over queues.console.operations and queues.console.insight."""
 
 import time
 
@@ -10,15 +10,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from queues import console, insight
-from queues.bulk_form import BulkFormError, BulkRequest
-from queues.bulk_steps import next_step
-from queues.charts import activity_chart
+from queues.console import insight, operations
+from queues.console.bulk_form import BulkFormError, BulkRequest
+from queues.console.bulk_steps import next_step
+from queues.console.charts import activity_chart
+from queues.console.queue_page import queue_page as queue_page_of
+from queues.console.queue_page import settings_glance
+from queues.console.task_detail import task_detail
 from queues.models import Queue
-from queues.queue_page import queue_page as queue_page_of
-from queues.queue_page import settings_glance
 from queues.store import InvalidItem, InvalidRequest, PayloadTooLarge, StoreError, Task
-from queues.task_detail import task_detail
 from queues.templatetags.console import pretty_json
 from schedules.console import schedule_rows
 from webhooks.console import webhook_panel
@@ -26,21 +26,21 @@ from webhooks.console import webhook_panel
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    board = console.dashboard(request.user, now_ms=_now_ms())
+    board = operations.dashboard(request.user, now_ms=_now_ms())
     return render(request, "console/dashboard.html", {"board": board})
 
 
 @login_required
 def dashboard_json(request: HttpRequest) -> JsonResponse:
     """The dashboard's numbers, refreshed by dashboard.js every few seconds."""
-    board = console.dashboard(request.user, now_ms=_now_ms(), with_failures=False)
+    board = operations.dashboard(request.user, now_ms=_now_ms(), with_failures=False)
     lag = {"oldest_t": board.lag.oldest_t, "command": board.lag.command} if board.lag else None
     return JsonResponse({"queues": [row.as_json() for row in board.rows], "ingest_lag": lag})
 
 
 @login_required
 def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
-    found = console.operated_queue(request.user, host, queue)
+    found = operations.operated_queue(request.user, host, queue)
     report = insight.queue_insight(found, now_ms=_now_ms())
     chart = activity_chart(report.activity, label=str(found))
     return render(request, "console/insight.html", {
@@ -50,9 +50,9 @@ def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 
 @login_required
 def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
-    found = console.operated_queue(request.user, host, queue)
+    found = operations.operated_queue(request.user, host, queue)
     now_ms = _now_ms()
-    shown = queue_page_of(found, request.GET, known_actions=console.TASK_ACTIONS, now_ms=now_ms)
+    shown = queue_page_of(found, request.GET, known_actions=operations.TASK_ACTIONS, now_ms=now_ms)
     return render(request, "console/queue.html", {
         "queue": found, "view": shown, "now_ms": now_ms,
         # What a search cost is for whoever tunes the store, not for the operator: staff see it
@@ -67,10 +67,10 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 @require_POST
 def queue_bulk(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     """Bulk actions: first the count to confirm, then one chunk per request until done."""
-    found = console.operated_queue(request.user, host, queue)
+    found = operations.operated_queue(request.user, host, queue)
     back = reverse("queues:queue", args=[host, queue])
     try:
-        asked = BulkRequest.from_post(request.POST, known_actions=console.TASK_ACTIONS)
+        asked = BulkRequest.from_post(request.POST, known_actions=operations.TASK_ACTIONS)
     except BulkFormError as exc:
         messages.error(request, str(exc))
         return redirect(back)
@@ -87,8 +87,8 @@ def queue_bulk(request: HttpRequest, host: str, queue: str) -> HttpResponse:
 
 @login_required
 def task_page(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
-    found = console.operated_queue(request.user, host, queue)
-    return _task_page(request, found, console.task_of(found, task_id))
+    found = operations.operated_queue(request.user, host, queue)
+    return _task_page(request, found, operations.task_of(found, task_id))
 
 
 def _task_page(
@@ -109,9 +109,9 @@ def _task_page(
 def task_action(
     request: HttpRequest, host: str, queue: str, task_id: str, action: str
 ) -> HttpResponse:
-    found = console.operated_queue(request.user, host, queue)
+    found = operations.operated_queue(request.user, host, queue)
     try:
-        task = console.act_on_task(found, task_id, action, by=request.user.get_username())
+        task = operations.act_on_task(found, task_id, action, by=request.user.get_username())
     except StoreError as exc:
         messages.error(request, f"Task {task_id}: {action} refused ({exc.code}): {exc}")
         return redirect("queues:task", host=host, queue=queue, task_id=task_id)
@@ -127,12 +127,12 @@ def task_action(
 def task_edit_retry(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
     """Retry with the item the operator edited; a refusal shows the page again with their text
     kept and the reason beside it."""
-    found = console.operated_queue(request.user, host, queue)
+    found = operations.operated_queue(request.user, host, queue)
     text = request.POST.get("item", "")
     try:
-        console.edit_and_retry(found, task_id, text, by=request.user.get_username())
+        operations.edit_and_retry(found, task_id, text, by=request.user.get_username())
     except (InvalidItem, InvalidRequest, PayloadTooLarge) as exc:  # the item's fault: fix it
-        task = console.task_of(found, task_id)
+        task = operations.task_of(found, task_id)
         error = f"Not retried ({exc.code}): {exc}"
         return _task_page(request, found, task, edited=text, edit_error=error, status=400)
     except StoreError as exc:  # the task's state: no edit would help
@@ -147,9 +147,9 @@ def task_edit_retry(request: HttpRequest, host: str, queue: str, task_id: str) -
 def task_repost(request: HttpRequest, host: str, queue: str, task_id: str) -> HttpResponse:
     """A new task from the archived item of this one, which the store may have cleaned: so it
     is answered from the console's task page and from Task Logs' alike."""
-    found = console.operated_queue(request.user, host, queue)
+    found = operations.operated_queue(request.user, host, queue)
     try:
-        new = console.repost(found, task_id, by=request.user.get_username())
+        new = operations.repost(found, task_id, by=request.user.get_username())
     except StoreError as exc:
         messages.error(request, f"Task {task_id}: re-post refused ({exc.code}): {exc}")
         return redirect("tasklogs:task", host=host, queue=queue, task_id=task_id)
@@ -160,8 +160,8 @@ def task_repost(request: HttpRequest, host: str, queue: str, task_id: str) -> Ht
 @login_required
 @require_POST
 def queue_pause(request: HttpRequest, host: str, queue: str) -> HttpResponse:
-    found = console.operated_queue(request.user, host, queue)
-    console.set_paused(found, request.POST.get("paused") == "1")
+    found = operations.operated_queue(request.user, host, queue)
+    operations.set_paused(found, request.POST.get("paused") == "1")
     messages.success(request, f"{found} is {'paused' if found.paused else 'running'}.")
     return redirect("queues:queue", host=host, queue=queue)
 

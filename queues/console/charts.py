@@ -15,7 +15,7 @@ from functools import lru_cache
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from queues.activity import BUCKET_SECONDS, BUCKETS, Activity, Series
+from queues.console.activity import BUCKET_SECONDS, BUCKETS, Activity, Series
 
 STEP = 4  # px per half hour
 WIDTH, HEIGHT = BUCKETS * STEP, 36

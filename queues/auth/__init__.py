@@ -1,0 +1,1 @@
+"""Who may do what: the roles on each queue, and the API's tokens."""

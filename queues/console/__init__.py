@@ -1,0 +1,1 @@
+"""The operators' console: pages, views, URLs, bulk actions, charts, insight, recent activity."""

@@ -1,0 +1,1 @@
+"""What runs beside the web's views: serve's supervisor, the sweep loop's services and report."""
