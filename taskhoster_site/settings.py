@@ -65,6 +65,8 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # --- the store ----------------------------------------------------------------------------
 TASKHOSTER_ITEMS_DIR = _project_path(env.str("TASKHOSTER_ITEMS_DIR", default="var/items"))
 TASKHOSTER_LOGS_DIR = _project_path(env.str("TASKHOSTER_LOGS_DIR", default="var/logs"))
+# The bearer token Prometheus presents at /metrics (docs/metrics.md); unset: staff sessions only.
+TASKHOSTER_METRICS_TOKEN = env.str("TASKHOSTER_METRICS_TOKEN", default="")
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
 TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
 # Queues whose directories each process keeps open when idle (five descriptors each).

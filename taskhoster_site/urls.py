@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from queues.metrics.views import metrics
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     # The console's own login: the admin's refuses anyone who is not staff, and an operator of
@@ -11,6 +13,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("logs/", include("tasklogs.urls")),
+    path("metrics", metrics, name="metrics"),
     path("", include("queues.urls")),
 ]
 

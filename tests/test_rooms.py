@@ -53,6 +53,7 @@ ROOM_OF_PREFIX = {
     "queues.auth": "auth",
     "queues.api": "api",
     "queues.console": "console",
+    "queues.metrics": "metrics",
     "queues.templatetags": "templatetags",
     "queues.web": "web",
     "queues.processes": "processes",
@@ -93,12 +94,14 @@ MAY_IMPORT: dict[str, set[str]] = {
         *("tasklogs", "schedules", "webhooks"),  # their panels on the console's pages
     },
     "api": {"store", "store_pg", "stores", "models", "auth", "text", "monitor"},
+    # /metrics: the stores' counts, Task Logs' events, the console's duration and worker queries
+    "metrics": {"store", "stores", "models", "console", "tasklogs"},
     "web": set(),
     "processes": {"store", "stores", "models", "schedules", "webhooks"},
     "admin": {"store", "stores", "models", "auth", "text"},
     "commands": {"store", "store_pg", "stores", "models", "auth", "processes"},
     "app": {"stores", "models", "console", "api"},
-    "site": {"store", "api"},  # the store's umask parser, the API's docs text
+    "site": {"store", "api", "metrics"},  # the store's umask parser, the API's docs text, /metrics
     "client": set(),  # the client, worker and CLI ship without the server
     "tools": {*ROOM_OF_PREFIX.values()},  # benchmarks, chaos, soak and fuzz may use anything
 }

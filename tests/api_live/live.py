@@ -21,7 +21,8 @@ QUEUES = {QUEUE: 60, SHORT: 1, "wake": 60, "result": 60, "fail": 60, "retry": 60
           "poolstop": 60, "cli": 60, "cliwork": 60, "clifail": 60, "clikill": 60,
           "clicancel": 3, "clistop": 60, "cliabandon": 2, "cliwatch": 60,
           "cliwait": 60, "djdefault": 60, "djflaky": 60, "djfail": 60, "djprio": 60,
-          "djlater": 60, "djodd": 60, "batch": 60, "batchpool": 60, "chunked": 60}  # fmt: skip
+          "djlater": 60, "djodd": 60, "batch": 60, "batchpool": 60, "chunked": 60,
+          "metrics": 60}  # fmt: skip
 # Settings beyond the lease (every queue has a budget of 8 unless it says otherwise here).
 SETTINGS = {"flaky": {"max_attempts": 3, "backoff_seconds": 0},
             "batchpool": {"max_attempts": 3, "backoff_seconds": 0, "max_item_bytes": 2000},
@@ -32,6 +33,7 @@ SETTINGS = {"flaky": {"max_attempts": 3, "backoff_seconds": 0},
             "djfail": {"max_attempts": 2, "backoff_seconds": 0}}  # fmt: skip
 THREADS = 6  # few, so that a stream that kept its thread after its client left would show
 MAX_STREAMS = 3  # of them, at most this many hold event streams
+METRICS_TOKEN = "live-metrics-token"
 
 
 def free_port() -> int:
@@ -61,6 +63,7 @@ class LiveServer:
             "TASKHOSTER_FSYNC": "0",
             "TASKHOSTER_SSE_KEEPALIVE_SECONDS": "0.5",
             "TASKHOSTER_MAX_STREAMS": str(MAX_STREAMS),
+            "TASKHOSTER_METRICS_TOKEN": METRICS_TOKEN,
         }
 
     def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
