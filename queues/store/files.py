@@ -333,10 +333,12 @@ def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> No
     """Content first: write the destination durably, then unlink the source.
 
     A crash between the two leaves the task in two directories; the copy with the higher rev
-    (this destination) wins and the sweep deletes the other.
+    (this destination) wins and the sweep deletes the other. The source's directory is not
+    flushed: the destination's flush already made the new state durable, and an unlink that a
+    power cut takes back only leaves that same second copy (store.md, third version).
     """
     write_durable(dst_fd, name, data, fsync=fsync)
-    unlink(src_fd, name, fsync=fsync)
+    unlink(src_fd, name, fsync=False)
 
 
 def unlink(dir_fd: int, name: str, *, fsync: bool) -> None:

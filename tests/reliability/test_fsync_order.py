@@ -7,7 +7,8 @@ descriptor). For each operation, the batches' included:
   before an fsync of its directory (fsync(file) < rename < fsync(dir));
 - the claim's rename pending -> processing is followed by an fsync of processing/;
 - every unlink of a task file from a state directory comes after an fsync of the directory the
-  task was written to, and is followed by an fsync of the directory it left.
+  task was written to; the directory it left is not flushed (a lost unlink leaves a second copy,
+  which the reconcile rules settle: store.md, third version).
 A batch fsyncs each directory it touched once and the event log once (group commit within one
 call), all before it returns. A child run with a planted bug (no directory fsync after a rename,
 in a single write and in a batch's) must fail the same check.
@@ -162,7 +163,7 @@ def problems(seg: list[tuple[str, list[str]]]) -> list[str]:
             src = paths[0]
             if "/keys/" in src or ".tmp-" in src:
                 continue
-            name, here = os.path.basename(src), os.path.dirname(src)
+            name = os.path.basename(src)
             wrote = [
                 i2
                 for i2, (c, p) in enumerate(seg[:i])
@@ -170,8 +171,6 @@ def problems(seg: list[tuple[str, list[str]]]) -> list[str]:
             ]
             if not wrote or not synced(os.path.dirname(seg[wrote[-1]][1][1]), wrote[-1], i):
                 found.append(f"unlink {src} before its destination directory was fsynced")
-            if not synced(here, after=i):
-                found.append(f"unlink {src} not followed by an fsync of {here}")
     return found
 
 
@@ -195,7 +194,9 @@ def test_fsync_order_under_strace(tmp_path: Path) -> None:
     assert any(c.startswith("unlink") for c, p in segs["finish"] if "/processing/" in p[0])
     # group commit: a batch fsyncs each directory it touched once, and the event log once
     assert dir_syncs(segs["post_many"]) == {"keys": 1, "pending": 1}
-    assert dir_syncs(segs["finish_many"]) == {"done": 1, "pending": 1, "processing": 1}
+    # finish_many's tasks went to done/ and (one retried) pending/; processing/ they left
+    assert dir_syncs(segs["finish_many"]) == {"done": 1, "pending": 1}
+    assert dir_syncs(segs["finish"]) == {"done": 1}
     for op in ("post_many", "finish_many"):
         assert sum(1 for c, p in segs[op] if c == "fdatasync" and p[0].endswith(".jsonl")) == 1
         renames = [p for c, p in segs[op] if c.startswith("rename") and "/keys/" not in p[1]]
