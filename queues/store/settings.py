@@ -71,7 +71,8 @@ class StoreConfig:
     items_dir: Path
     logs_dir: Path
     fsync: bool = True
-    # with fsync on, how: "fsync" or "syncfs" (files.use_flush; the server's TASKHOSTER_FLUSH)
+    # with fsync on, how: "fsync" or "syncfs" (the server's TASKHOSTER_FLUSH). Process-wide,
+    # like the umask (files.use_flush): the store opened last sets it for the process
     flush: str = "fsync"
     log_retain_days: int = 21
     # queues whose directories a process keeps open (five descriptors each) when nobody is
