@@ -1,8 +1,11 @@
 """Peers benchmark: the taskhoster store beside the queues a user would pick instead, on the
 same work: N no-op tasks posted, then drained by 1 and 2 consumer processes that acknowledge
 each. Medians of --runs runs, with min and max. The store runs one at a time (post, claim,
-finish) and in batches of 100 (post_many, claim max 100, finish_many), fsync on and off; each
-batched row is read beside the one-at-a-time row of the same durability, in the same run.
+finish) and in batches of 100 (post_many, claim max 100, finish_many), fsync off, and durable
+by per-file fsync or by syncfs (TASKHOSTER_FLUSH); each batched row is read beside the
+one-at-a-time row of the same durability, in the same run. The systems take turns, run after
+run (run 1 of every system, then run 2, ...), and each "vs" is the median of the run-by-run
+ratios, so a noisy machine's slow minute falls on both sides of a comparison.
 
     .venv/bin/python bench/peers_bench.py [--quick] [--tasks 10000] [--runs 3] [--json FILE]
 
@@ -50,7 +53,7 @@ FILE_HUEY_MAX = 2_000  # FileHuey lists its directory on every dequeue: it slows
 
 @dataclass(frozen=True)
 class System:
-    key: str  # drain.py's name, or taskhoster-fsync-on|off
+    key: str  # drain.py's name, or taskhoster-[batch-]fsync-on|fsync-off|syncfs
     label: str
     flushes: str  # whether (and how) an acknowledged post or ack is on disk
     where: str  # in-process (a library on local files) or a server
@@ -68,6 +71,10 @@ SYSTEMS = (
            "no", "in-process", baseline="taskhoster-fsync-off"),
     System("taskhoster-batch-fsync-on", f"taskhoster store, batches of {BATCH}, fsync on",
            "yes (fsync, shared per batch)", "in-process", baseline="taskhoster-fsync-on"),
+    System("taskhoster-syncfs", "taskhoster store, syncfs", "yes (syncfs)", "in-process",
+           baseline="taskhoster-fsync-on"),
+    System("taskhoster-batch-syncfs", f"taskhoster store, batches of {BATCH}, syncfs",
+           "yes (syncfs, shared per batch)", "in-process", baseline="taskhoster-batch-fsync-on"),
     System("huey-sqlite", "huey SqliteHuey, fsync=False", "no (synchronous=OFF)", "in-process",
            baseline="taskhoster-fsync-off"),
     System("huey-sqlite-fsync", "huey SqliteHuey, fsync=True", "yes (synchronous=FULL)",
@@ -111,8 +118,18 @@ class Result:
 # --- the taskhoster store, in this process's interpreter -------------------------------------
 
 
-def _consume(root: str, fsync: bool, worker: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    store = make_store(Path(root), fsync)
+def durability(key: str) -> tuple[bool, str]:
+    """A taskhoster system's (fsync, flush) from its key."""
+    if key.endswith("syncfs"):
+        return True, "syncfs"
+    return key.endswith("on"), "fsync"
+
+
+Durable = tuple[bool, str]  # StoreConfig's (fsync, flush)
+
+
+def _consume(root: str, durable: Durable, worker: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    store = make_store(Path(root), *durable)
     start.wait()
     done = 0
     while tasks := store.claim(HOST, QUEUE, settings=S, worker=worker):
@@ -124,9 +141,15 @@ def _consume(root: str, fsync: bool, worker: str, start: mp.Event, out: mp.Queue
     out.put(done)
 
 
-def _consume_batches(root: str, fsync: bool, worker: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _consume_batches(
+    root: str,
+    durable: Durable,
+    worker: str,
+    start: mp.Event,
+    out: mp.Queue,  # type: ignore[type-arg]
+) -> None:
     """claim max BATCH, then one batch finish for them all, until the queue is empty."""
-    store = make_store(Path(root), fsync)
+    store = make_store(Path(root), *durable)
     start.wait()
     done = 0
     while tasks := store.claim(HOST, QUEUE, settings=S, worker=worker, max_tasks=BATCH):
@@ -157,9 +180,9 @@ def timed_drain(target: Any, args_of: Any, consumers: int, *, warmup: float) -> 
 
 
 def taskhoster_run(
-    fsync: bool, n: int, consumers: int, root: Path, *, batched: bool = False
+    durable: tuple[bool, str], n: int, consumers: int, root: Path, *, batched: bool = False
 ) -> dict[str, float]:
-    store = make_store(root, fsync)
+    store = make_store(root, *durable)
     started = time.perf_counter()
     if batched:
         for first in range(0, n, BATCH):
@@ -172,7 +195,7 @@ def taskhoster_run(
     store.close()
     consume = _consume_batches if batched else _consume
     # every consumer imports the store in its warm-up
-    drained, drain_s = timed_drain(consume, lambda i: (str(root), fsync, f"w{i}"), consumers,
+    drained, drain_s = timed_drain(consume, lambda i: (str(root), durable, f"w{i}"), consumers,
                                    warmup=1.0)  # fmt: skip
     assert drained == n, (drained, n)
     return {"post": n / post_s, "drain": n / drain_s, "duplicates": 0}
@@ -453,6 +476,10 @@ def redis_persistence() -> str:
 # --- the run ---------------------------------------------------------------------------------
 
 
+def _tasks(system: System, n: int) -> int:
+    return min(n, FILE_HUEY_MAX) if system.key == "huey-file" else n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 tasks, 1 run")
@@ -497,29 +524,32 @@ def main() -> None:
             systems = tuple(s for s in systems if not s.key.startswith("taskhoster-pg"))
     postgres = pg_settings(pg_dsn) if pg_dsn else ""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        for system in systems:
-            tasks = min(n, FILE_HUEY_MAX) if system.key == "huey-file" else n
-            for consumers in system.consumers if system.multi_process else (1,):
-                result = Result(system.key, consumers, tasks, [], [])
-                for run in range(runs):
-                    root = Path(tmp) / f"{system.key}-{consumers}-{run}"
-                    if system.key == "taskhoster-pg-floor":
-                        assert pg_dsn is not None
-                        got = pg_floor_run(pg_dsn, tasks, consumers)
-                    elif system.key.startswith("taskhoster-pg"):
-                        assert pg_dsn is not None
-                        got = pg_run(pg_dsn, tasks, consumers, batched="batch" in system.key)
-                    elif system.key.startswith("taskhoster"):
-                        got = taskhoster_run(system.key.endswith("on"), tasks, consumers, root,
-                                             batched="batch" in system.key)  # fmt: skip
-                    else:
-                        got = peer_run(python, system.key, tasks, consumers, root)
-                    result.drain.append(got["drain"])
-                    result.post.append(got["post"])
-                    result.duplicates += int(got["duplicates"])
-                results.append(result)
-                print(f"{system.label}, {consumers} consumer(s): drain median "
-                      f"{statistics.median(result.drain):,.0f}/s", flush=True)  # fmt: skip
+        cells = [
+            (system, consumers, Result(system.key, consumers, _tasks(system, n), [], []))
+            for system in systems
+            for consumers in (system.consumers if system.multi_process else (1,))
+        ]
+        for run in range(runs):  # the systems take turns, run after run
+            for system, consumers, result in cells:
+                tasks = result.tasks
+                root = Path(tmp) / f"{system.key}-{consumers}-{run}"
+                if system.key == "taskhoster-pg-floor":
+                    assert pg_dsn is not None
+                    got = pg_floor_run(pg_dsn, tasks, consumers)
+                elif system.key.startswith("taskhoster-pg"):
+                    assert pg_dsn is not None
+                    got = pg_run(pg_dsn, tasks, consumers, batched="batch" in system.key)
+                elif system.key.startswith("taskhoster"):
+                    got = taskhoster_run(durability(system.key), tasks, consumers, root,
+                                         batched="batch" in system.key)  # fmt: skip
+                else:
+                    got = peer_run(python, system.key, tasks, consumers, root)
+                result.drain.append(got["drain"])
+                result.post.append(got["post"])
+                result.duplicates += int(got["duplicates"])
+                print(f"run {run + 1}: {system.label}, {consumers} consumer(s): drain "
+                      f"{got['drain']:,.0f}/s", flush=True)  # fmt: skip
+        results = [result for _, _, result in cells]
         depths: tuple[int, ...] = ()
         if not args.skip_depths:
             depths = (tuple(int(d) for d in args.depths.split(",")) if args.depths
@@ -536,6 +566,7 @@ def main() -> None:
         "systems": [asdict(s) for s in systems],
         "results": [asdict(r) for r in results],
         "load": os.getloadavg()[0],
+        "alternated": True,  # each "vs" is the median of the run-by-run ratios
     }
     if depths:
         report["depths"] = {

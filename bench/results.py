@@ -66,17 +66,20 @@ def peers_table(report: dict[str, Any]) -> str:
             if result["duplicates"]:
                 cell += f", {result['duplicates']} delivered twice"
             row.append(cell)
-            base = medians.get((s["baseline"], consumers)) if s["baseline"] else None
-            row.append(f"{medians[(key, consumers)] / base:.2f}x" if base else "baseline")
+            other = by.get((s["baseline"], consumers)) if s["baseline"] else None
+            row.append(f"{vs(result, other):.2f}x" if other else "baseline")
         lines.append("| " + " | ".join(row) + " |")
     lines += _batch_targets(medians)
+    lines += _flush_targets(by)
     lines += _pg_table(report, systems, by, medians)
     versions = report["versions"]
     lines += [
         "",
         "Fairness notes:",
-        "- *vs taskhoster*: the median beside the taskhoster store's median with the same "
-        "durability (fsync on for the rows that flush, off for the others), same run.",
+        "- *vs taskhoster*: beside the taskhoster row with the same durability (fsync on for "
+        "the rows that flush, off for the others; a syncfs row beside its fsync row), same run; "
+        "the systems take turns run after run, and the figure is the median of the run-by-run "
+        "ratios.",
         "- taskhoster, huey and persist-queue run in-process on local files; RQ goes through a "
         f"server (Redis on 127.0.0.1, TCP), whose persistence is: {report['redis']}.",
         "- huey removes a task as it dequeues it (the dequeue is the acknowledgement); "
@@ -225,6 +228,39 @@ def _pg_table(
                          f"runs at {single / floor:.0%} of the floor")  # fmt: skip
             targets.append(text)
     return [*lines, "", "Targets of issue 13 (same run, medians):", *targets]
+
+
+def vs(result: dict[str, Any], baseline: dict[str, Any]) -> float:
+    """How `result` drains beside `baseline`: the median of the run-by-run ratios when the two
+    took turns run after run (peers_bench does), else the ratio of the medians."""
+    mine, theirs = result["drain"], baseline["drain"]
+    if len(mine) == len(theirs):
+        return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
+    return statistics.median(mine) / statistics.median(theirs)
+
+
+# Issue 24's targets for the drains made durable by syncfs: (row, read beside, least ratio)
+FLUSH_TARGETS = (
+    ("taskhoster-batch-syncfs", 2, "huey-sqlite-fsync", 0.8),
+    ("taskhoster-batch-syncfs", 1, "huey-sqlite-fsync", 0.6),
+    ("taskhoster-batch-syncfs", 1, "taskhoster-batch-fsync-off", 0.8),
+    ("taskhoster-batch-syncfs", 2, "taskhoster-batch-fsync-off", 0.8),
+)
+
+
+def _flush_targets(by: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
+    lines = []
+    for key, consumers, other, least in FLUSH_TARGETS:
+        mine, theirs = by.get((key, consumers)), by.get((other, consumers))
+        if mine is None or theirs is None:
+            continue
+        ratio = vs(mine, theirs)
+        lines.append(
+            f"- {key}, {consumers} consumer{'s' if consumers > 1 else ''}: {ratio:.2f}x "
+            f"{other} (median of the runs' ratios; target {least}x: "
+            f"{'met' if ratio >= least else 'missed'})."
+        )
+    return ["", "Targets of issue 24 (same runs, taking turns):", *lines] if lines else []
 
 
 def _batch_targets(medians: dict[tuple[str, int], float]) -> list[str]:

@@ -24,8 +24,9 @@ HOST, QUEUE, IDLE = "bench.example.com", "q", "idle"
 S = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600)
 
 
-def make_store(root: Path, fsync: bool) -> QueueStore:
-    return QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=fsync))
+def make_store(root: Path, fsync: bool, flush: str = "fsync") -> QueueStore:
+    config = StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=fsync, flush=flush)
+    return QueueStore(config)
 
 
 def lifecycles(root: str, fsync: bool, n: int, worker: str = "w") -> float:

@@ -24,6 +24,7 @@ def store_config() -> StoreConfig:
         items_dir=settings.TASKHOSTER_ITEMS_DIR,
         logs_dir=settings.TASKHOSTER_LOGS_DIR,
         fsync=settings.TASKHOSTER_FSYNC,
+        flush=settings.TASKHOSTER_FLUSH,
         log_retain_days=settings.TASKHOSTER_LOG_RETAIN_DAYS,
         open_queues=settings.TASKHOSTER_OPEN_QUEUES,
         umask=settings.TASKHOSTER_UMASK,

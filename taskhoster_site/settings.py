@@ -13,7 +13,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from queues.store.settings import DEFAULT_UMASK, parse_umask
+from queues.store.settings import DEFAULT_FLUSH, DEFAULT_UMASK, FLUSH_MODES, parse_umask
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -68,6 +68,13 @@ TASKHOSTER_LOGS_DIR = _project_path(env.str("TASKHOSTER_LOGS_DIR", default="var/
 # The bearer token Prometheus presents at /metrics (docs/metrics.md); unset: staff sessions only.
 TASKHOSTER_METRICS_TOKEN = env.str("TASKHOSTER_METRICS_TOKEN", default="")
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
+# How durable writes are flushed: "syncfs" (one flush of the items' file system per batch and per
+# round of concurrent operations) or "fsync" (each file and directory); README, "Flushing".
+TASKHOSTER_FLUSH = env.str("TASKHOSTER_FLUSH", default=DEFAULT_FLUSH).strip().lower()
+if TASKHOSTER_FLUSH not in FLUSH_MODES:
+    raise ImproperlyConfigured(
+        f"TASKHOSTER_FLUSH: {TASKHOSTER_FLUSH!r} is not one of {', '.join(FLUSH_MODES)}"
+    )
 TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
 # Queues whose directories each process keeps open when idle (five descriptors each).
 TASKHOSTER_OPEN_QUEUES = env.int("TASKHOSTER_OPEN_QUEUES", default=128)

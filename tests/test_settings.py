@@ -20,7 +20,8 @@ print(json.dumps({
     "allowed_hosts": settings.ALLOWED_HOSTS,
     "engine": db["ENGINE"], "db_name": str(db["NAME"]), "db_host": db.get("HOST", ""),
     "items": str(settings.TASKHOSTER_ITEMS_DIR), "logs": str(settings.TASKHOSTER_LOGS_DIR),
-    "fsync": settings.TASKHOSTER_FSYNC, "retain_days": settings.TASKHOSTER_LOG_RETAIN_DAYS,
+    "fsync": settings.TASKHOSTER_FSYNC, "flush": settings.TASKHOSTER_FLUSH,
+    "retain_days": settings.TASKHOSTER_LOG_RETAIN_DAYS,
     "open_queues": settings.TASKHOSTER_OPEN_QUEUES,
     "ssl_redirect": settings.SECURE_SSL_REDIRECT, "hsts": settings.SECURE_HSTS_SECONDS,
     "secure_cookie": settings.SESSION_COOKIE_SECURE,
@@ -51,6 +52,7 @@ def test_defaults_are_the_embedded_ones(tmp_path):
     assert found["items"] == str(ROOT / "var" / "items")
     assert found["logs"] == str(ROOT / "var" / "logs")
     assert found["fsync"] is True
+    assert found["flush"] == "syncfs"
     assert found["retain_days"] == 21
     assert found["open_queues"] == 128
     assert found["allowed_hosts"] == ["127.0.0.1", "localhost"]
@@ -75,6 +77,7 @@ def test_environment_overrides_every_setting(tmp_path):
         TASKHOSTER_ITEMS_DIR="/srv/taskhoster-items",
         TASKHOSTER_LOGS_DIR="relative/logs",
         TASKHOSTER_FSYNC="off",
+        TASKHOSTER_FLUSH="fsync",
         TASKHOSTER_LOG_RETAIN_DAYS="7",
         TASKHOSTER_OPEN_QUEUES="32",
     )
@@ -86,6 +89,7 @@ def test_environment_overrides_every_setting(tmp_path):
     assert found["items"] == "/srv/taskhoster-items"
     assert found["logs"] == str(ROOT / "relative" / "logs")
     assert found["fsync"] is False
+    assert found["flush"] == "fsync"
     assert found["retain_days"] == 7
     assert found["open_queues"] == 32
 
@@ -186,3 +190,9 @@ def test_a_4xx_answer_writes_no_django_request_line_and_a_5xx_still_would(tmp_pa
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert done.stdout.split() == ["404", "401", "True"], done.stderr
     assert "Not Found:" not in done.stderr and "Unauthorized:" not in done.stderr, done.stderr
+
+
+def test_an_unknown_flush_mode_stops_the_settings(tmp_path):
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        load_settings(tmp_path, TASKHOSTER_FLUSH="sometimes")
+    assert "TASKHOSTER_FLUSH" in failed.value.stderr

@@ -158,8 +158,9 @@ def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) 
 
     Content first, as for one task: every new record is written into its directory and
     fsynced (files.write_temps: all at once), then renamed into place, then each destination
-    directory is fsynced once; only then are the old copies unlinked, and each directory they
-    left is fsynced once."""
+    directory is fsynced once; only then are the old copies unlinked, with no flush of the
+    directories they left (as files.move: a lost unlink leaves a losing copy the sweep
+    deletes)."""
     syncs = files.DirSyncs(fsync=fsync)
     targets = [qd.fd(new.status.directory) for _, new in changes]
     temps = files.write_temps(
@@ -185,7 +186,4 @@ def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) 
             moved.append((source, name))
     syncs.flush()  # every destination is durable before any source goes
     for source, name in moved:
-        source_fd = qd.fd(source)
-        files.unlink(source_fd, name, fsync=False)
-        syncs.owe(source_fd)
-    syncs.flush()
+        files.unlink(qd.fd(source), name, fsync=False)

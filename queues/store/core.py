@@ -44,6 +44,7 @@ class QueueCore:
         self.log = EventLog(config.logs_dir, fsync=config.fsync, spool=spool)
         self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
+        files.use_flush(config.flush, self.root_fd)
         self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
         # a queue's listing index and its directory counts are used only while the queue is
         # held, and go when it closes

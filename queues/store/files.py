@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .errors import StorageUnavailable
-from .settings import DEFAULT_UMASK
+from .flushing import GroupFlush
+from .settings import DEFAULT_UMASK, FLUSH_MODES
 
 TEMP_PREFIX = ".tmp-"  # never ends in .json, so listings of task files never see a temp file
 # the store cannot write now: the disk (full, failing, read-only) or the process (out of file
@@ -48,6 +49,28 @@ def use_umask(umask: int) -> None:
     """The modes the store's creates use from now on (a store opened with a StoreConfig)."""
     global FILE_MODE, DIR_MODE
     FILE_MODE, DIR_MODE = 0o666 & ~umask, 0o777 & ~umask
+
+
+# How a durable write is flushed (StoreConfig.flush, TASKHOSTER_FLUSH), for the whole process
+# like the umask: "fsync", each file and directory its own fsync; "syncfs", one syncfs() of the
+# file system, shared by a batch and by the concurrent operations of the process (group commit).
+_flush_mode = "fsync"
+_items_dev: int | None = None  # the items' file system: the event log shares its syncfs if on it
+
+
+def use_flush(mode: str, items_fd: int) -> None:
+    """How the store's durable writes are flushed from now on (a store opened with a
+    StoreConfig); `items_fd`: a descriptor on the items' file system."""
+    global _flush_mode, _items_dev
+    if mode not in FLUSH_MODES:
+        raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}, not {mode!r}")
+    if mode == "syncfs" and _syncfs is None:
+        raise ValueError("flush 'syncfs' needs the C library's syncfs() (Linux)")
+    _flush_mode, _items_dev = mode, os.fstat(items_fd).st_dev
+
+
+def flush_mode() -> str:
+    return _flush_mode
 
 
 @dataclass
@@ -163,7 +186,9 @@ def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
         view = memoryview(data)
         while view:
             view = view[_call("write", os.write, fd, view) :]
-        if fsync:
+        if fsync and _flush_mode == "syncfs":
+            flush_file_systems([dir_fd])
+        elif fsync:
             _call("fsync", os.fsync, fd)
     except BaseException:
         discard(dir_fd, name)
@@ -212,7 +237,9 @@ def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
             view = memoryview(data)
             while view:
                 view = view[_call("write", os.write, fd, view) :]
-        if fsync and len(made) > 1:
+        if fsync and made and _flush_mode == "syncfs":
+            flush_file_systems([dir_fd for dir_fd, _, _ in made])  # one flush for them all
+        elif fsync and len(made) > 1:
             syncs = [_fsync_pool().submit(_call, "fsync", os.fsync, fd) for _, _, fd in made]
             futures.wait(syncs)  # every one has returned before a descriptor is closed
             for done in syncs:
@@ -244,12 +271,15 @@ def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         discard(dir_fd, temp)
         raise
     if fsync:
-        _call("fsync_dir", os.fsync, dir_fd)
+        sync_dir(dir_fd)
 
 
 def sync_dir(dir_fd: int) -> None:
     """Make the entries of a directory durable (after the renames and unlinks made in it)."""
-    _call("fsync_dir", os.fsync, dir_fd)
+    if _flush_mode == "syncfs":
+        flush_file_systems([dir_fd])
+    else:
+        _call("fsync_dir", os.fsync, dir_fd)
 
 
 class DirSyncs:
@@ -266,6 +296,9 @@ class DirSyncs:
             self._owed[dir_fd] = None
 
     def flush(self) -> None:
+        if self._owed and _flush_mode == "syncfs":
+            flush_file_systems(list(self._owed))  # one flush covers every directory's entries
+            self._owed.clear()
         while self._owed:
             dir_fd = next(iter(self._owed))
             sync_dir(dir_fd)
@@ -288,12 +321,60 @@ def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         discard(dir_fd, temp)
         raise
     if fsync:
-        _call("fsync_dir", os.fsync, dir_fd)
+        sync_dir(dir_fd)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _renameat2 = getattr(_libc, "renameat2", None)
 _links = _renameat2 is None  # whether a no-replace rename has had to fall back to link()
+_syncfs = getattr(_libc, "syncfs", None)
+
+
+def syncfs(fd: int) -> None:
+    """syncfs(2): write back everything of the file system `fd` is on, and wait for it. Since
+    Linux 5.8 it also reports a write-back error (EIO) met since this descriptor was opened."""
+    if _syncfs is None:
+        raise OSError(errno.ENOSYS, "syncfs() is not available")
+    if _syncfs(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+# one GroupFlush per file system (st_dev), each flushing through a descriptor of its own
+_flushers: dict[int, GroupFlush] = {}
+_flushers_lock = threading.Lock()
+
+
+def flusher(fd: int) -> GroupFlush:
+    """The shared flushes of the file system `fd` is on."""
+    dev = os.fstat(fd).st_dev
+    found = _flushers.get(dev)
+    if found is None:
+        with _flushers_lock:
+            found = _flushers.get(dev)
+            if found is None:
+                own = os.dup(fd)  # lives as long as the process: the caller may close `fd`
+                found = _flushers[dev] = GroupFlush(lambda: _call("syncfs", syncfs, own))
+    return found
+
+
+def flush_file_systems(fds: list[int]) -> None:
+    """Make everything written so far on the file systems of `fds` durable: one shared syncfs
+    each (a StorageUnavailable if it failed: nothing it covered may be acknowledged)."""
+    devices: dict[int, int] = {}
+    for fd in fds:
+        devices.setdefault(os.fstat(fd).st_dev, fd)
+    for fd in devices.values():
+        flusher(fd).wait()
+
+
+def _forget_flushers_in_child() -> None:
+    """A forked child has none of its parent's threads (a round's leader among them)."""
+    global _flushers, _flushers_lock
+    _flushers, _flushers_lock = {}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_flushers_in_child)
 
 
 def creates_by_link() -> bool:
@@ -333,16 +414,18 @@ def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> No
     """Content first: write the destination durably, then unlink the source.
 
     A crash between the two leaves the task in two directories; the copy with the higher rev
-    (this destination) wins and the sweep deletes the other.
+    (this destination) wins and the sweep deletes the other. The source's directory is not
+    flushed: the destination's flush already made the new state durable, and an unlink that a
+    power cut takes back only leaves that same second copy (store.md, third version).
     """
     write_durable(dst_fd, name, data, fsync=fsync)
-    unlink(src_fd, name, fsync=fsync)
+    unlink(src_fd, name, fsync=False)
 
 
 def unlink(dir_fd: int, name: str, *, fsync: bool) -> None:
     _call("unlink", os.unlink, name, dir_fd=dir_fd)
     if fsync:
-        _call("fsync_dir", os.fsync, dir_fd)
+        sync_dir(dir_fd)
 
 
 def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
@@ -360,7 +443,7 @@ def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
     with contextlib.suppress(FileExistsError):  # another process made it first: the same outcome
         _call("mkdir", os.mkdir, name, DIR_MODE, dir_fd=parent_fd)
     if fsync:
-        _call("fsync_dir", os.fsync, parent_fd)
+        sync_dir(parent_fd)
 
 
 def open_append(path: str) -> int:
@@ -380,7 +463,9 @@ def append(fd: int, data: bytes, *, fsync: bool) -> None:
     written = _call("append", os.write, fd, data)
     if written != len(data):
         raise TornWrite(cut_back=_cut_back(fd, written))
-    if fsync:
+    if fsync and _flush_mode == "syncfs" and os.fstat(fd).st_dev == _items_dev:
+        flush_file_systems([fd])  # the logs share the items' file system, and its flushes
+    elif fsync:
         _call("fsync", os.fdatasync, fd)
 
 

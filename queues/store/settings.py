@@ -56,6 +56,14 @@ def parse_umask(text: str) -> int:
     return umask
 
 
+# how durable writes are flushed (files.use_flush): per file and directory, or one syncfs() of
+# the file system per batch and per round of concurrent operations
+FLUSH_MODES = ("fsync", "syncfs")
+# the server's default (TASKHOSTER_FLUSH): the faster on the bench (bench/RESULTS.md). A
+# StoreConfig made in code keeps per-file fsync unless it asks, as the store's own tests do.
+DEFAULT_FLUSH = "syncfs"
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoreConfig:
     """Where the store lives and how hard it syncs."""
@@ -63,6 +71,9 @@ class StoreConfig:
     items_dir: Path
     logs_dir: Path
     fsync: bool = True
+    # with fsync on, how: "fsync" or "syncfs" (the server's TASKHOSTER_FLUSH). Process-wide,
+    # like the umask (files.use_flush): the store opened last sets it for the process
+    flush: str = "fsync"
     log_retain_days: int = 21
     # queues whose directories a process keeps open (five descriptors each) when nobody is
     # using them; 128 leaves room for connections under the common soft limit of 1024 files

@@ -28,6 +28,9 @@ k means steps 1..k-1 completed (k = n+1: the operation returned, i.e. it was ack
   order (a prefix of that entry's history), so a rename can't persist without the creation of its
   source name, and a replace can't persist without what it replaced. A directory whose own mkdir
   did not persist takes everything under it with it.
+* syncfs. A step of kind "syncfs" (files.syncfs, the store's group commit) is a barrier over the
+  whole file system: every directory operation and every byte written before it is on disk once
+  it has returned, as if each directory and each file had been fsynced.
 * File data. The store only ever appends to a file or writes a fresh one. An inode's data is
   durable up to its content at its last fsync/fdatasync; the rest (the unsynced tail) may be
   lost from any byte on. "Any prefix" is explored by representative cut points: 0, 1, half,
@@ -69,6 +72,7 @@ class Step:
     kind: str
     before: Snapshot
     synced: int | None = None  # inode given to fsync/fdatasync in this step
+    barrier: bool = False  # a syncfs: everything written before this step is durable after it
 
 
 @dataclass
@@ -112,7 +116,7 @@ class Recorder(files.Faults):
         caller = sys._getframe(1)
         if kind in ("fsync", "fsync_dir") and caller.f_code.co_name == "_call":
             synced = os.fstat(caller.f_locals["args"][0]).st_ino
-        self.steps.append(Step(kind, self.snapshot(), synced))
+        self.steps.append(Step(kind, self.snapshot(), synced, barrier=kind == "syncfs"))
         super().step(kind)
 
     def snapshot(self) -> Snapshot:
@@ -185,7 +189,7 @@ def durable_data(trace: Trace, ino: int, k: int, base: Snapshot) -> bytes:
     """The content an inode certainly has at crash point k: as of its last fsync before k."""
     synced = base.data.get(ino, b"")
     for j, step in enumerate(trace.steps[: k - 1], start=1):
-        if step.synced == ino:
+        if step.synced == ino or step.barrier:
             synced = step.before.data.get(ino, b"")
     return synced
 
@@ -208,9 +212,10 @@ def crash_states(trace: Trace, rng: random.Random, sample: int = 0) -> Iterator[
         done = [op for op in trace.ops if op.step < k]
         forced = set()
         for j, step in enumerate(trace.steps[: k - 1], start=1):
-            if step.synced is None:
-                continue
-            forced |= {id(op) for op in done if op.step < j and step.synced in op.forced_by}
+            if step.barrier:
+                forced |= {id(op) for op in done if op.step < j}
+            elif step.synced is not None:
+                forced |= {id(op) for op in done if op.step < j and step.synced in op.forced_by}
         free = [op for op in done if id(op) not in forced]
         for chosen in _subsets(done, free, rng, sample):
             entries = dict(base.entries)

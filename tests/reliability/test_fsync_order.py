@@ -7,10 +7,17 @@ descriptor). For each operation, the batches' included:
   before an fsync of its directory (fsync(file) < rename < fsync(dir));
 - the claim's rename pending -> processing is followed by an fsync of processing/;
 - every unlink of a task file from a state directory comes after an fsync of the directory the
-  task was written to, and is followed by an fsync of the directory it left.
+  task was written to; the directory it left is not flushed (a lost unlink leaves a second copy,
+  which the reconcile rules settle: store.md, third version).
 A batch fsyncs each directory it touched once and the event log once (group commit within one
 call), all before it returns. A child run with a planted bug (no directory fsync after a rename,
 in a single write and in a batch's) must fail the same check.
+
+With `flush="syncfs"` the same child runs again: a syncfs() is a barrier over the whole file
+system, so it counts as the fsync of every file and directory written before it; each operation
+then makes no fsync at all, a batch exactly one syncfs between its writes and its renames and one
+after the renames (and one for its event line), and no event line is written before the renames
+before it are flushed. The planted bug must fail that check too.
 """
 
 from __future__ import annotations
@@ -32,13 +39,15 @@ import os, sys
 from pathlib import Path
 from queues.store import PostEntry, QueueSettings, QueueStore, Report, StoreConfig, files
 root = Path(sys.argv[1])
+flush = sys.argv[3]
 if sys.argv[2] == "plant":
     def commit(dir_fd, temp, name, *, fsync):
         files._call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     files.commit_temp = commit
     files.DirSyncs.flush = lambda self: None  # a batch that never syncs its directories
 s = QueueSettings(lease_seconds=3600)
-st = QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=True))
+config = StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=True, flush=flush)
+st = QueueStore(config)
 st.create_queue("task.example.com", "resize")
 def mark(name):
     try:
@@ -62,18 +71,21 @@ reports = [Report(task_id=c.id, attempt=1, outcome="retry" if i == 0 else "resul
 st.finish_many("task.example.com", "resize", reports, settings=s, worker="w")
 mark("end")
 """
-STRACE_CALLS = "openat,rename,renameat,renameat2,link,linkat,unlink,unlinkat,fsync,fdatasync"
+STRACE_CALLS = (
+    "openat,rename,renameat,renameat2,link,linkat,unlink,unlinkat,fsync,fdatasync,syncfs,write"
+)
+SYNCS = ("fsync", "fdatasync", "syncfs")
 STRACE = ["strace", "-f", "-y", "-qq", "-e", f"trace={STRACE_CALLS}"]
 _LINE = re.compile(r"^(?:\d+\s+)?(\w+)\((.*)\)\s+=\s+(-?\d+)")
 _FD = re.compile(r"-?\d+<([^>]*)>")
 _STR = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
-def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
+def trace(tmp: Path, mode: str, flush: str = "fsync") -> list[tuple[str, list[str]]]:
     """The successful calls of the child, as (call, [paths]) with dir fds joined to names."""
     out = tmp / "strace.out"
     subprocess.run(
-        [*STRACE, "-o", str(out), sys.executable, "-c", CHILD, str(tmp / "store"), mode],
+        [*STRACE, "-o", str(out), sys.executable, "-c", CHILD, str(tmp / "store"), mode, flush],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=True,
@@ -89,6 +101,11 @@ def trace(tmp: Path, mode: str) -> list[tuple[str, list[str]]]:
             calls.append(("mark", [_STR.search(args).group(1).rsplit("-", 1)[1]]))
             continue
         if int(rc) < 0:
+            continue
+        if call == "write":  # only its descriptor: the bytes written are no path
+            fd = _FD.match(args)
+            if fd and fd.group(1).endswith(".jsonl"):
+                calls.append(("write", [fd.group(1)]))
             continue
         calls.append((call, _paths(args)))
     return calls
@@ -147,9 +164,13 @@ def segments(calls: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, li
 def problems(seg: list[tuple[str, list[str]]]) -> list[str]:
     found = []
     fsynced = [(i, p[0]) for i, (c, p) in enumerate(seg) if c in ("fsync", "fdatasync") and p]
+    barriers = [i for i, (c, _) in enumerate(seg) if c == "syncfs"]  # everything before it
+    log_writes = [i for i, (c, _) in enumerate(seg) if c == "write"]
 
     def synced(path: str, after: int = -1, before: int = 10**9) -> bool:
-        return any(after < i < before and p == path for i, p in fsynced)
+        return any(after < i < before and p == path for i, p in fsynced) or any(
+            after < i < before for i in barriers
+        )
 
     for i, (call, paths) in enumerate(seg):
         if call.startswith("rename") and len(paths) == 2:
@@ -158,11 +179,14 @@ def problems(seg: list[tuple[str, list[str]]]) -> list[str]:
                 found.append(f"rename {src} without an earlier fsync of it")
             if not synced(os.path.dirname(dst), after=i):
                 found.append(f"rename to {dst} not followed by an fsync of its directory")
+            line = next((w for w in log_writes if w > i), None)
+            if line is not None and not synced(os.path.dirname(dst), after=i, before=line):
+                found.append(f"an event line written before the rename to {dst} was flushed")
         if call.startswith("unlink") and paths and paths[0].endswith(".json"):
             src = paths[0]
             if "/keys/" in src or ".tmp-" in src:
                 continue
-            name, here = os.path.basename(src), os.path.dirname(src)
+            name = os.path.basename(src)
             wrote = [
                 i2
                 for i2, (c, p) in enumerate(seg[:i])
@@ -170,8 +194,6 @@ def problems(seg: list[tuple[str, list[str]]]) -> list[str]:
             ]
             if not wrote or not synced(os.path.dirname(seg[wrote[-1]][1][1]), wrote[-1], i):
                 found.append(f"unlink {src} before its destination directory was fsynced")
-            if not synced(here, after=i):
-                found.append(f"unlink {src} not followed by an fsync of {here}")
     return found
 
 
@@ -195,7 +217,9 @@ def test_fsync_order_under_strace(tmp_path: Path) -> None:
     assert any(c.startswith("unlink") for c, p in segs["finish"] if "/processing/" in p[0])
     # group commit: a batch fsyncs each directory it touched once, and the event log once
     assert dir_syncs(segs["post_many"]) == {"keys": 1, "pending": 1}
-    assert dir_syncs(segs["finish_many"]) == {"done": 1, "pending": 1, "processing": 1}
+    # finish_many's tasks went to done/ and (one retried) pending/; processing/ they left
+    assert dir_syncs(segs["finish_many"]) == {"done": 1, "pending": 1}
+    assert dir_syncs(segs["finish"]) == {"done": 1}
     for op in ("post_many", "finish_many"):
         assert sum(1 for c, p in segs[op] if c == "fdatasync" and p[0].endswith(".jsonl")) == 1
         renames = [p for c, p in segs[op] if c.startswith("rename") and "/keys/" not in p[1]]
@@ -217,4 +241,30 @@ def dir_syncs(seg: list[tuple[str, list[str]]]) -> dict[str, int]:
 @needs_strace
 def test_fsync_order_catches_a_missing_directory_fsync(tmp_path: Path) -> None:
     segs = segments(trace(tmp_path, "plant"))
+    assert all(problems(segs[op]) for op in OPS)
+
+
+@needs_strace
+def test_syncfs_order_under_strace(tmp_path: Path) -> None:
+    segs = segments(trace(tmp_path, "real", "syncfs"))
+    for op in OPS:
+        seg = segs[op]
+        calls = [c for c, _ in seg]
+        assert any(c.startswith("rename") for c in calls), (op, seg)
+        assert "syncfs" in calls and "fsync" not in calls, (op, seg)
+        # the logs share the items' file system here: their line rides on a syncfs too
+        assert "fdatasync" not in calls, (op, seg)
+        assert problems(seg) == [], op
+    for op in ("claim_many", "finish_many"):
+        calls = [c for c, _ in segs[op]]
+        first, second, third = (i for i, c in enumerate(calls) if c == "syncfs")
+        renames = [i for i, (c, p) in enumerate(segs[op]) if c.startswith("rename")
+                   and os.path.basename(p[0]).startswith(".tmp-")]  # fmt: skip
+        assert len(renames) == BATCH and first < min(renames) and max(renames) < second, op
+        assert second < calls.index("write") < third, op
+
+
+@needs_strace
+def test_syncfs_order_catches_a_missing_flush(tmp_path: Path) -> None:
+    segs = segments(trace(tmp_path, "plant", "syncfs"))
     assert all(problems(segs[op]) for op in OPS)

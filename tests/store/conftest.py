@@ -89,9 +89,9 @@ class Verbs:
 class Harness(Verbs):
     kind = "files"
 
-    def __init__(self, tmp_path: Path, *, fsync: bool = False) -> None:
+    def __init__(self, tmp_path: Path, *, fsync: bool = False, flush: str = "fsync") -> None:
         self.config = StoreConfig(
-            items_dir=tmp_path / "items", logs_dir=tmp_path / "logs", fsync=fsync
+            items_dir=tmp_path / "items", logs_dir=tmp_path / "logs", fsync=fsync, flush=flush
         )
         self.store = QueueStore(self.config)
         self.queue_dir = self.config.items_dir / HOST / QUEUE

@@ -172,7 +172,7 @@ def capped_poster(opener: StoreOpener, queues: list[str], barrier: Any, out: Any
     out.put(outcomes)
 
 
-def batch_poster(items: str, logs: str, ack_fd: int, size: int) -> None:
+def batch_poster(items: str, logs: str, ack_fd: int, size: int, flush: str = "fsync") -> None:
     """Post batches until killed; after each batch's answer, write its ids to `ack_fd` as one
     JSON line (a pipe: one write below PIPE_BUF arrives whole or not at all)."""
     import os
@@ -181,7 +181,8 @@ def batch_poster(items: str, logs: str, ack_fd: int, size: int) -> None:
 
     from queues.store import PostEntry
 
-    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True))
+    config = StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True, flush=flush)
+    store = QueueStore(config)
     n = 0
     while True:
         entries = [
@@ -193,7 +194,7 @@ def batch_poster(items: str, logs: str, ack_fd: int, size: int) -> None:
         n += size
 
 
-def batch_finisher(items: str, logs: str, ack_fd: int, size: int) -> None:
+def batch_finisher(items: str, logs: str, ack_fd: int, size: int, flush: str = "fsync") -> None:
     """Claim and batch-finish until the queue is empty or killed; after each batch's answer,
     write [id, status] of each entry to `ack_fd` as one JSON line (and "claimed" before each
     batch finish starts, so the parent can aim its kill at the finish). One in three is
@@ -204,7 +205,8 @@ def batch_finisher(items: str, logs: str, ack_fd: int, size: int) -> None:
 
     from queues.store import Report, Reported
 
-    store = QueueStore(StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True))
+    config = StoreConfig(items_dir=Path(items), logs_dir=Path(logs), fsync=True, flush=flush)
+    store = QueueStore(config)
     while tasks := store.claim(HOST, QUEUE, settings=LONG, worker="box-1", max_tasks=size):
         os.write(ack_fd, b'"claimed"\n')  # the batch finish starts now
         reports = [

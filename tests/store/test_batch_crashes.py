@@ -1,5 +1,6 @@
 """Batches under crashes, with real processes: a batch post and a batch finish SIGKILLed from
-outside in the middle of a batch, and each died at every one of its disk-changing calls.
+outside in the middle of a batch, and each died at every one of its disk-changing calls; each
+with per-file fsync and with syncfs (StoreConfig.flush), whose flushes are steps of their own.
 
 After each crash and one sweep: every acknowledged entry is on disk as it was answered (and
 logged), nothing is half-written (every task file parses, one copy per task, no temp file left),
@@ -61,7 +62,8 @@ def _kill_during(
     return every acknowledgement it wrote before it died."""
     read_fd, write_fd = os.pipe()
     child = mp.get_context("fork").Process(
-        target=target, args=(str(h.config.items_dir), str(h.config.logs_dir), write_fd, size)
+        target=target,
+        args=(str(h.config.items_dir), str(h.config.logs_dir), write_fd, size, h.config.flush),
     )
     child.start()
     os.close(write_fd)
@@ -102,14 +104,16 @@ def _sweep_and_check_whole(h: Harness) -> dict[str, list[str]]:
 
 
 KILLS = [(2, 0.0), (3, 0.5), (3, 0.9)]  # (batches answered, how far into the next one)
+FLUSHES = ("fsync", "syncfs")
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize(("batches_before_kill", "into"), KILLS)
 def test_a_batch_post_killed_midway_keeps_every_acknowledged_task(
-    tmp_path, batches_before_kill, into
+    tmp_path, batches_before_kill, into, flush
 ):
-    h = Harness(tmp_path, fsync=True)
+    h = Harness(tmp_path, fsync=True, flush=flush)
     try:
         h.store.create_queue(HOST, QUEUE)
         acks = _kill_during(h, procs.batch_poster, 40, batches_before_kill, into)
@@ -135,11 +139,12 @@ def test_a_batch_post_killed_midway_keeps_every_acknowledged_task(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize(("batches_before_kill", "into"), KILLS)
 def test_a_batch_finish_killed_midway_keeps_every_acknowledged_outcome(
-    tmp_path, batches_before_kill, into
+    tmp_path, batches_before_kill, into, flush
 ):
-    h = Harness(tmp_path, fsync=False)  # the setup: 400 posts, quickly
+    h = Harness(tmp_path, fsync=False, flush=flush)  # the setup: 400 posts, quickly
     h.store.post_many(HOST, QUEUE, [PostEntry(item={"n": i}) for i in range(100)],
                       settings=procs.LONG, posted_by="a")  # fmt: skip
     posted = set(_task_files(h))
@@ -196,11 +201,12 @@ def _run_batch(store, op: str, ids: list[str]):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize("op", ["post_many", "finish_many"])
-def test_a_batch_dying_at_every_step_leaves_each_task_old_or_new(tmp_path: Path, op):
+def test_a_batch_dying_at_every_step_leaves_each_task_old_or_new(tmp_path: Path, op, flush):
     final = {"post_many": ["pending"] * 3, "finish_many": ["finished", "failed", "pending"]}[op]
     for k in range(1, 200):
-        h = Harness(tmp_path / f"k{k}", fsync=True)
+        h = Harness(tmp_path / f"k{k}", fsync=True, flush=flush)
         h.store.create_queue(HOST, QUEUE)
         ids: list[str] = []
         if op == "finish_many":
@@ -229,5 +235,27 @@ def test_a_batch_dying_at_every_step_leaves_each_task_old_or_new(tmp_path: Path,
             break  # the batch made fewer than k calls: every one of them has been crashed at
     else:
         pytest.fail("the batch never completed")
-    print(op, "crash points", k - 1)
+    kinds = _steps_of(tmp_path / "steps", op, flush)
+    print(op, flush, "crash points", k - 1, "syncfs among them:", kinds.count("syncfs"))
+    assert len(kinds) == k - 1  # every step was crashed at, each flush among them
+    assert ("syncfs" in kinds) == (flush == "syncfs")
     assert k > 10
+
+
+def _steps_of(tmp_path: Path, op: str, flush: str) -> list[str]:
+    """The disk-changing calls of one batch, as the crashes above met them."""
+    h = Harness(tmp_path, fsync=True, flush=flush)
+    try:
+        h.store.create_queue(HOST, QUEUE)
+        ids: list[str] = []
+        if op == "finish_many":
+            ids = [procs.run_op(h.store, "post", None).task.id for _ in range(3)]
+            h.store.claim(HOST, QUEUE, settings=procs.LONG, worker="box-1", max_tasks=3)
+        h.reopen()
+        files.FAULTS.reset()
+        files.FAULTS.record = True
+        _run_batch(h.store, op, ids)
+        return list(files.FAULTS.kinds)
+    finally:
+        files.FAULTS.reset()
+        h.close()
