@@ -55,7 +55,7 @@ def kill_group(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGKILL) ->
             proc.wait(timeout=10)  # reap it, so that no zombie outlives the run
 
 
-# The store's events table when the console's database is the store's (queues/pg_location.py)
+# The store's events table when the console's database is the store's (queues/stores/pg_location.py)
 PG_EVENTS_TABLE = "tasklogs_taskevent"
 # the states the run watches, from the store's status column
 _COUNTS = (

@@ -8,7 +8,7 @@ class QueuesConfig(AppConfig):
 
     def ready(self) -> None:
         from queues.models import Host, Queue
-        from queues.store_kinds import forget_kinds
+        from queues.stores.kinds import forget_kinds
 
         # the router keeps each queue's store kind; a saved queue (or a renamed host) may
         # have changed it

@@ -188,7 +188,7 @@ class Queue(models.Model):
         """Refuse a store that is not configured, or a change of store while tasks are in
         flight (they would be stranded in the old store, out of reach of claims)."""
         # imported here: the router reads this model, so a module-level import would be a cycle
-        from queues.store_choice import check_store_change
+        from queues.stores.choice import check_store_change
 
         check_store_change(self)
 

@@ -11,12 +11,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from queues.models import Host, Queue, QueueAccess, Role
-from queues.pg_location import TASK_LOGS_TABLE, PgLocation, pg_location
 from queues.store import QueueStore, StoreConfig
 from queues.store.settings import QueueSettings
-from queues.store_kinds import kind_of, postgres_queues
 from queues.store_pg import PgStoreConfig, PostgresStore
-from queues.store_router import StoreRouter
+from queues.stores.kinds import kind_of, postgres_queues
+from queues.stores.pg_location import TASK_LOGS_TABLE, PgLocation, pg_location
+from queues.stores.router import StoreRouter
 
 
 def store_config() -> StoreConfig:

@@ -17,7 +17,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
 from queues.store import StorageUnavailable
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 from schedules.running import post_due_schedules
 from webhooks.notifying import notify
 

@@ -9,7 +9,7 @@ from django.db import connection
 from queues.models import Queue
 from queues.services import get_store
 from queues.store import NotFound, StorageUnavailable, StoreConfig
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 
 HOST = "task.example.com"
 ON_POSTGRES = connection.vendor == "postgresql"

@@ -7,7 +7,7 @@ import datetime as dt
 import orjson
 
 from queues.store import StoreError
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 
 from .models import Kind, Webhook
 

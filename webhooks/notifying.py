@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 
 from .delivering import deliver_due
 from .failures import notify_failures

@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 from queues.models import Queue
 from queues.services import get_or_create_user, get_store, grant
 from queues.store import NotFound, Task
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 from queues.tokens import issue_token
 
 HOST, QUEUE = "task.example.com", "resize"

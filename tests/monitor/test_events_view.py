@@ -221,7 +221,7 @@ def test_a_postgres_queue_stream_finds_its_rows_by_an_index_of_task_logs_table(p
     import psycopg
     from psycopg import sql
 
-    from queues.pg_location import TASK_LOGS_TABLE
+    from queues.stores.pg_location import TASK_LOGS_TABLE
 
     if not pg_store.shares_console_db:
         pytest.skip("the store's events are in its own th_events table (tests/store cover it)")

@@ -17,10 +17,10 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from psycopg import sql
 
-from queues import pg_events
 from queues.store import QueueSettings
 from queues.store.eventlog import NO_REASON
 from queues.store_pg import PgStoreConfig, PostgresStore
+from queues.stores import pg_events
 from tasklogs.models import IngestCursor, TaskEvent
 from tasklogs.store_events import copy_store_events
 

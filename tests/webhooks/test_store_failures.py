@@ -11,10 +11,10 @@ import pytest
 from django.utils import timezone
 from psycopg import sql
 
-from queues import pg_events
 from queues.services import get_store
 from queues.store.eventlog import NO_REASON
 from queues.store.records import Task
+from queues.stores import pg_events
 from webhooks.failures import notify_failures
 from webhooks.models import LogCursor, Notification, Webhook
 from webhooks.notifying import notify

@@ -11,7 +11,7 @@ from django.db import InterfaceError, OperationalError, connections
 
 from queues.services import get_store, queue_settings_for
 from queues.store import StorageUnavailable, SweepReport
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 from queues.sweep_services import run_sweep_services, run_sweep_services_every
 from queues.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
 

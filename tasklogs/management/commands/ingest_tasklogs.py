@@ -12,10 +12,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
-from queues.pg_location import pg_location
 from queues.services import get_store
 from queues.store import StoreError
 from queues.store.inotify import APPENDS, Channel, watcher
+from queues.stores.pg_location import pg_location
 from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
 from tasklogs.progress import ProgressBar
 from tasklogs.store_events import copy_store_events, store_in_use

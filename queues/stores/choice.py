@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 
-from queues.pg_location import UNAVAILABLE, pg_location
 from queues.store import NotFound
+from queues.stores.pg_location import UNAVAILABLE, pg_location
 
 if TYPE_CHECKING:
     from queues.models import Queue

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .store import (
+from queues.store import (
     ANY,
     Found,
     OrderKey,
@@ -35,11 +35,11 @@ from .store import (
     preview_sweep,
     sweep_all,
 )
-from .store.interface import TaskStore
-from .store.results import _Any
-from .store.sweep import unexpected
-from .store_pg import PostgresStore
-from .store_pg.following import EventFollower
+from queues.store.interface import TaskStore
+from queues.store.results import _Any
+from queues.store.sweep import unexpected
+from queues.store_pg import PostgresStore
+from queues.store_pg.following import EventFollower
 
 FILES = "files"
 POSTGRES = "postgres"

@@ -1,0 +1,1 @@
+"""Which store a queue uses and how the Django side opens them."""
