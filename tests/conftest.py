@@ -70,7 +70,7 @@ def pg_store(settings, db):
     import psycopg
     from psycopg import sql
 
-    from queues.services import close_postgres_stores
+    from queues.stores import close_postgres_stores
     from queues.stores.kinds import forget_kinds
     from queues.stores.pg_location import TASK_LOGS_TABLE, pg_location
 

@@ -142,7 +142,7 @@ def _notifications(
                 task_id=record.task_id,
                 source=f"log:{name}:{at}:{line_digest(text)}",
                 body=failure_body(
-                    store,
+                    store.of,
                     record.host,
                     record.queue,
                     record.task_id,

@@ -23,7 +23,7 @@ class NotifyReport:
 
 def notify(store: StoreRouter, *, now: dt.datetime) -> NotifyReport:
     """Turn new failures and threshold crossings into notifications, then send those due."""
-    made = notify_failures(store, now=now) + notify_pending(store, now=now)
+    made = notify_failures(store, now=now) + notify_pending(store.of, now=now)
     sent = deliver_due(
         now=now,
         allow_private=settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE,

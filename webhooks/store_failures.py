@@ -63,7 +63,7 @@ def _note(
     hook = hooked.get((row["host"], row["queue"]))
     if hook is None or row["at"] < hook.created_at:
         return None
-    body = failure_body(store, row["host"], row["queue"], row["task_id"],
+    body = failure_body(store.of, row["host"], row["queue"], row["task_id"],
                         attempts=row["attempts"], reason=row["event"], at=row["at"])  # fmt: skip
     return Notification(
         webhook=hook,

@@ -18,6 +18,7 @@ from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
 from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings
 from .sweep import SweepReport
+from .sweep_preview import SweepPreview
 
 
 class TaskStore(Protocol):
@@ -242,6 +243,12 @@ class TaskStore(Protocol):
     ) -> SweepReport:
         """Queue timeout, lease timeout (with the attempt budget) and retention on one queue;
         safe beside another sweep of the same queue in another process."""
+        ...
+
+    def preview_sweep(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepPreview:
+        """What the next sweep would do to the queue with `settings`; changes nothing."""
         ...
 
 

@@ -6,7 +6,8 @@
 - working: progress, finish, finish_many, fail
 - listing: list_tasks, stats
 - selecting: find, state_counts (the console's queue page)
-- sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store)
+- sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store;
+  sweep_queue and preview_sweep methods too, as TaskStore asks)
 
 What they share (directories, pending indexes, the lock, the event log, and `apply`, the one
 place a record is written and logged) is the QueueCore in core.py.
@@ -393,6 +394,12 @@ class QueueStore:
         """The module's sweep_queue as a method, so a caller holding a TaskStore sweeps either
         kind of store the same way."""
         return sweep_queue(self, host, queue, settings, now=now_ms(now))
+
+    def preview_sweep(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepPreview:
+        """The module's preview_sweep as a method, as TaskStore asks."""
+        return preview_sweep(self, host, queue, settings, now=now)
 
 
 def sweep_queue(

@@ -39,10 +39,10 @@ def check_store_change(queue: Queue) -> None:
 
 
 def _in_flight(kind: str, host: str, name: str) -> int:
-    from queues.services import get_store  # services imports the models
+    from queues.stores.opening import router  # it reads the models
 
     try:
-        stats = get_store().backend(kind).stats(host, name)
+        stats = router().backend(kind).stats(host, name)
     except NotFound:  # never posted to: nothing on disk, nothing in flight
         return 0
     return stats.pending + stats.processing
