@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
 from .batch import PostEntry, Report
@@ -427,3 +427,10 @@ def preview_sweep(
 ) -> SweepPreview:
     """What the next sweep would do to the queue with `settings`; changes nothing."""
     return sweep_preview.preview_queue(store.core, host, queue, settings, now=now)
+
+
+if TYPE_CHECKING:
+
+    def _file_store_is_a_task_store(store: QueueStore) -> TaskStore:
+        """mypy's proof that QueueStore implements every TaskStore method, as declared."""
+        return store

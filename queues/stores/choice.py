@@ -1,24 +1,19 @@
 """The rules on a queue's `store` setting, shared by the admin form and `createqueue`
-(both reach them through Queue.full_clean)."""
+(both reach them through Queue.full_clean, which has them from the app's ready())."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.core.exceptions import ValidationError
 
+from queues.models import Queue, StoreKind
 from queues.store import NotFound
+from queues.stores.opening import router
 from queues.stores.pg_location import UNAVAILABLE, pg_location
-
-if TYPE_CHECKING:
-    from queues.models import Queue
 
 
 def check_store_change(queue: Queue) -> None:
     """ValidationError on `store` when the PostgreSQL store is chosen without a database for
     it, or when the store changes while the old store holds pending or processing tasks."""
-    from queues.models import Queue, StoreKind  # the model's clean() calls this: no cycle
-
     if queue.store == StoreKind.POSTGRES and pg_location() is None:
         raise ValidationError({"store": UNAVAILABLE})
     if queue.pk is None:
@@ -39,8 +34,6 @@ def check_store_change(queue: Queue) -> None:
 
 
 def _in_flight(kind: str, host: str, name: str) -> int:
-    from queues.stores.opening import router  # it reads the models
-
     try:
         stats = router().backend(kind).stats(host, name)
     except NotFound:  # never posted to: nothing on disk, nothing in flight
