@@ -55,7 +55,7 @@ def kill_group(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGKILL) ->
             proc.wait(timeout=10)  # reap it, so that no zombie outlives the run
 
 
-# The store's events table when the console's database is the store's (queues/pg_location.py)
+# The store's events table when the console's database is the store's (queues/stores/pg_location.py)
 PG_EVENTS_TABLE = "tasklogs_taskevent"
 # the states the run watches, from the store's status column
 _COUNTS = (
@@ -237,9 +237,10 @@ class Server:
         """The same, through the site's store (the router sweeps the PostgreSQL queue)."""
         script = (
             "import json\n"
-            "from queues.services import get_store, queue_settings_for\n"
+            "from queues import stores\n"
+            "from queues.services import queue_settings_for\n"
             f"quiet = 0\nfor _ in range({max_sweeps}):\n"
-            "    r = get_store().sweep_all(queue_settings_for)\n"
+            "    r = stores.router().sweep_all(queue_settings_for)\n"
             "    print(json.dumps({'skipped': r.skipped, 'errors': r.errors, **r.counts()}))\n"
             f"    changed = r.skipped or r.errors or any(r.counts()[k] for k in {CHANGES!r})\n"
             "    quiet = 0 if changed else quiet + 1\n"

@@ -9,8 +9,12 @@ class QueuesConfig(AppConfig):
     verbose_name = "Queues and access"
 
     def ready(self) -> None:
-        from queues.models import Host, Queue
-        from queues.store_kinds import forget_kinds
+        from queues.models import STORE_RULES, Host, Queue
+        from queues.stores.choice import check_store_change
+        from queues.stores.kinds import forget_kinds
+
+        if check_store_change not in STORE_RULES:
+            STORE_RULES.append(check_store_change)
 
         # the router keeps each queue's store kind; a saved queue (or a renamed host) may
         # have changed it

@@ -4,7 +4,7 @@ The queue's tasks themselves live in the file-system store (`queues.store`); the
 hold only configuration, which the store receives as a plain `QueueSettings` value.
 """
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -53,6 +53,12 @@ class RetainFrom(models.TextChoices):
 class StoreKind(models.TextChoices):
     FILES = "files", "files: this machine's directories"
     POSTGRES = "postgres", "postgres: the PostgreSQL database (several web servers)"
+
+
+# The rules on a queue's `store` (queues/stores/choice.py) ask the stores, which read this
+# module: the app's ready() hands them in here (queues/apps.py), so the models import nothing
+# of the stores.
+STORE_RULES: list[Callable[["Queue"], None]] = []
 
 
 class Queue(models.Model):
@@ -187,10 +193,8 @@ class Queue(models.Model):
     def clean_store(self) -> None:
         """Refuse a store that is not configured, or a change of store while tasks are in
         flight (they would be stranded in the old store, out of reach of claims)."""
-        # imported here: the router reads this model, so a module-level import would be a cycle
-        from queues.store_choice import check_store_change
-
-        check_store_change(self)
+        for rule in STORE_RULES:
+            rule(self)
 
     def to_settings(self) -> QueueSettings:
         """The plain value the store works with."""

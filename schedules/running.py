@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from queues.store import IdempotencyKeyReused, StoreError, Task
-from queues.store.interface import TaskStore
+from queues.stores.router import StoreOf
 
 from . import cron
 from .models import Schedule
@@ -36,11 +36,11 @@ def run_key(schedule: Schedule, due: dt.datetime) -> str:
     return f"schedule:{schedule.pk}:{int(due.timestamp())}"
 
 
-def post_due_schedules(store: TaskStore, *, now: dt.datetime) -> ScheduleReport:
+def post_due_schedules(store_of: StoreOf, *, now: dt.datetime) -> ScheduleReport:
     report = ScheduleReport()
     for schedule in Schedule.objects.filter(enabled=True).select_related("queue__host"):
         try:
-            task = post_if_due(store, schedule, now=now)
+            task = post_if_due(store_of, schedule, now=now)
         except (StoreError, cron.InvalidSchedule) as exc:
             report.failed += 1
             _record_error(schedule, str(exc))
@@ -49,7 +49,7 @@ def post_due_schedules(store: TaskStore, *, now: dt.datetime) -> ScheduleReport:
     return report
 
 
-def post_if_due(store: TaskStore, schedule: Schedule, *, now: dt.datetime) -> Task | None:
+def post_if_due(store_of: StoreOf, schedule: Schedule, *, now: dt.datetime) -> Task | None:
     """Post the schedule's latest due run if it has not run yet; None when nothing is due.
 
     A refusal (the queue is full, the item no longer fits its schema) raises the store's error
@@ -61,6 +61,7 @@ def post_if_due(store: TaskStore, schedule: Schedule, *, now: dt.datetime) -> Ta
     if due is None:
         return None
     queue = schedule.queue
+    store = store_of(queue.host.name, queue.name)
     if not store.holds_queue(queue.host.name, queue.name):
         # A file queue this server has no directories of is served by another (README,
         # several web servers): its sweep posts the run; one posted here would make the

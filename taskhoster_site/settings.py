@@ -176,7 +176,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The database of the queues whose store is PostgreSQL when the site's own database is not
-# PostgreSQL (queues/pg_location.py); unset and on SQLite, no queue may choose that store.
+# PostgreSQL (queues/stores/pg_location.py); unset and on SQLite, no queue may choose that store.
 TASKHOSTER_PG_STORE_URL = env.str("TASKHOSTER_PG_STORE_URL", default="")
 # The PostgreSQL schema of that store's tables (th_tasks, th_payloads...): public by default.
 TASKHOSTER_PG_STORE_SCHEMA = env.str("TASKHOSTER_PG_STORE_SCHEMA", default="public")

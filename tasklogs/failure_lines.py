@@ -16,8 +16,8 @@ from typing import Protocol
 import orjson
 from django.conf import settings
 
+from queues import stores
 from queues.auth.access import User
-from queues.services import get_store
 from queues.store import State, Task
 from queues.store.errors import StoreError
 from queues.text.error_line import error_line
@@ -100,7 +100,7 @@ def _line_of(head: bytes) -> str:
 
 def _task(host: str, queue: str, task_id: str) -> Task | None:
     try:
-        return get_store().read(host, queue, task_id)
+        return stores.of(host, queue).read(host, queue, task_id)
     except StoreError:  # deleted, or gone with the retention: the archive was the only copy
         return None
 

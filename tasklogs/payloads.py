@@ -21,8 +21,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from queues import stores
 from queues.auth.access import User
-from queues.services import get_store
 from queues.store.archive import (
     EDITED_ITEM_EVENT,
     PER_EVENT_KINDS,
@@ -115,11 +115,11 @@ def _from_database(
 ) -> tuple[BinaryIO, str] | None:
     """A PostgreSQL queue's payload, from its store's archive in the database (None for a
     file queue, and for what a queue archived on disk before it changed store)."""
-    store = get_store()
+    store = stores.router()
     if not store.is_postgres(host, queue):
         return None
     for name in names:
-        body = store.archived_payload(host, queue, task_id, name)
+        body = store.postgres.archived_payload(host, queue, task_id, name)
         if body is not None:
             return io.BytesIO(body), name
     return None

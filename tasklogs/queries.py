@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from queues import stores
 from queues.auth.access import User, operated_queues
-from queues.services import get_store
 from queues.store.archive import is_event_payload
 from queues.store.errors import StoreError
 from queues.store.paths import validate_host, validate_queue, validate_task_id
@@ -200,7 +200,7 @@ def task_timeline(
         task_id=task_id,
         current=current,
         repostable=(current is None or current.status.terminal)
-        and get_store().has_archived_item(host, queue, task_id),
+        and stores.of(host, queue).has_archived_item(host, queue, task_id),
         payloads=_payloads(events, host, queue, task_id),
         paged=key is not None,
         **page,
@@ -303,6 +303,6 @@ def valid_names(host: str, queue: str, task_id: str) -> bool:
 def current_task(host: str, queue: str, task_id: str) -> Any:
     """The task in the store, if it is still there. Reading never stamps `fetchedAt`."""
     try:
-        return get_store().read(host, queue, task_id)
+        return stores.of(host, queue).read(host, queue, task_id)
     except StoreError:
         return None  # gone (retention), never there, or a corrupt file: the log still speaks

@@ -12,7 +12,7 @@ copied. Each batch is copied and the cursor advanced in one transaction that fir
 cursor (a peer copying the same batch waits, then finds it done), so an ingester killed at any
 moment leaves the rows and the cursor of its last committed batch, and the rerun copies the
 rest. Rows commit out of id order (ids are drawn before commit), so the cursor only moves over
-rows that are final (queues/pg_events.py); rows copied while a writer was still going are
+rows that are final (queues/stores/pg_events.py); rows copied while a writer was still going are
 copied again by the next run, and the unique key keeps them once.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 
 from django.db import transaction
 
-from queues.pg_events import CURSOR_PREFIX, batches, cursor_name, reading
-from queues.store_kinds import postgres_queues
 from queues.store_pg import PostgresStore
+from queues.stores.kinds import postgres_queues
+from queues.stores.pg_events import CURSOR_PREFIX, batches, cursor_name, reading
 
 from .ingest import IngestReport, db_time
 from .inserting import Row, insert_ignoring_stored

@@ -22,7 +22,7 @@ def fresh_cache():
     kind: no test may see another's."""
     from django.core.cache import cache
 
-    from queues.store_kinds import forget_kinds
+    from queues.stores.kinds import forget_kinds
 
     cache.clear()
     forget_kinds()
@@ -70,9 +70,9 @@ def pg_store(settings, db):
     import psycopg
     from psycopg import sql
 
-    from queues.pg_location import TASK_LOGS_TABLE, pg_location
-    from queues.services import close_postgres_stores
-    from queues.store_kinds import forget_kinds
+    from queues.stores import close_postgres_stores
+    from queues.stores.kinds import forget_kinds
+    from queues.stores.pg_location import TASK_LOGS_TABLE, pg_location
 
     settings.TASKHOSTER_PG_STORE_SCHEMA = f"th_test_{secrets.token_hex(6)}"
     location = pg_location()

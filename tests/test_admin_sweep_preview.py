@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from queues import stores
 from queues.models import Queue
-from queues.services import get_store
 
 pytestmark = pytest.mark.django_db
 HOST = "task.example.com"
@@ -72,7 +72,7 @@ def busy(make_queue, store_kind):
     """A queue (of each store) with one task waiting two hours and one finished two hours ago."""
     queue = make_queue(HOST, "resize", queue_seconds=86400, retain_seconds=86400,
                        store=store_kind)  # fmt: skip
-    store, settings = get_store(), queue.to_settings()
+    store, settings = stores.of(HOST, "resize"), queue.to_settings()
     start = time.time_ns() // 1_000_000 - 2 * HOUR
     waiting = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by="a", now=start)
     done = store.post(HOST, "resize", {"n": 2}, settings=settings, posted_by="a", now=start + 1)
@@ -88,9 +88,11 @@ def _held(store_dirs, queue):
     """What the store holds of the queue: its task files, or its rows and event rows."""
     if queue.store == "files":
         return sorted(p.name for p in store_dirs["items"].rglob("*.json"))
-    store, host = get_store(), queue.host.name
-    tasks = store.list_tasks(host, queue.name, limit=100).tasks
-    return [t.to_record() for t in tasks], store.events_since(host, queue.name, 0, limit=1000)
+    store, host = stores.router(), queue.host.name
+    tasks = stores.of(host, queue.name).list_tasks(host, queue.name, limit=100).tasks
+    return [t.to_record() for t in tasks], store.postgres.events_since(
+        host, queue.name, 0, limit=1000
+    )
 
 
 def test_preview_shows_what_shorter_limits_would_do_and_saves_nothing(admin_client, busy,

@@ -2,8 +2,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from queues import stores
 from queues.models import QueueAccess
-from queues.services import get_store
 
 pytestmark = pytest.mark.django_db
 
@@ -19,8 +19,9 @@ def client_for(username: str, *, role: str | None = None, queue=None, **flags) -
 
 def post(queue, item=None):
     settings = queue.to_settings()
-    return get_store().post(queue.host.name, queue.name, item or {"n": 1}, settings=settings,
-                            posted_by="alice").task  # fmt: skip
+    where = (queue.host.name, queue.name)
+    return stores.of(*where).post(*where, item or {"n": 1}, settings=settings,
+                                  posted_by="alice").task  # fmt: skip
 
 
 def test_console_needs_a_login(resize):
@@ -55,7 +56,10 @@ def test_non_operators_see_nothing_and_get_404(resize, role):
     assert client.get(f"/console/task.example.com/resize/{task.id}/").status_code == 404
     response = client.post(f"/console/task.example.com/resize/{task.id}/cancel")
     assert response.status_code == 404
-    assert get_store().read("task.example.com", "resize", task.id).status == "pending"
+    assert (
+        stores.of("task.example.com", "resize").read("task.example.com", "resize", task.id).status
+        == "pending"
+    )
 
 
 def test_foreign_and_missing_queues_answer_the_same_404(resize, other):
@@ -68,7 +72,9 @@ def test_foreign_and_missing_queues_answer_the_same_404(resize, other):
 
 def test_queue_page_lists_tasks_and_filters_by_status(resize):
     first, second = post(resize), post(resize)
-    get_store().cancel("task.example.com", "resize", first.id, settings=resize.to_settings())
+    stores.of("task.example.com", "resize").cancel(
+        "task.example.com", "resize", first.id, settings=resize.to_settings()
+    )
     client = client_for("olga", is_staff=True)
     page = client.get("/console/task.example.com/resize/").content.decode()
     assert first.id in page and second.id in page
@@ -82,15 +88,21 @@ def test_operator_cancels_then_retries_a_task(resize):
     client = client_for("olga", role="operator", queue=resize)
     url = f"/console/task.example.com/resize/{task.id}/"
     assert client.post(url + "cancel").status_code == 302
-    assert get_store().read("task.example.com", "resize", task.id).status == "cancelled"
+    assert (
+        stores.of("task.example.com", "resize").read("task.example.com", "resize", task.id).status
+        == "cancelled"
+    )
     page = client.get(url).content.decode()
     assert "cancel done" in page
     client.post(url + "retry")
-    assert get_store().read("task.example.com", "resize", task.id).status == "pending"
+    assert (
+        stores.of("task.example.com", "resize").read("task.example.com", "resize", task.id).status
+        == "pending"
+    )
 
 
 def test_the_task_page_shows_when_it_was_posted_and_when_retried(resize):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of("task.example.com", "resize"), resize.to_settings()
     task = store.post("task.example.com", "resize", {"n": 1}, settings=settings,
                       posted_by="alice", now=1_751_500_000_000).task  # fmt: skip
     store.cancel("task.example.com", "resize", task.id, settings=settings, now=1_751_500_001_000)
@@ -108,7 +120,10 @@ def test_a_refused_action_is_reported_and_changes_nothing(resize):
     client = client_for("olga", role="operator", queue=resize)
     response = client.post(f"/console/task.example.com/resize/{task.id}/retry", follow=True)
     assert "not_retryable" in response.content.decode()
-    assert get_store().read("task.example.com", "resize", task.id).status == "pending"
+    assert (
+        stores.of("task.example.com", "resize").read("task.example.com", "resize", task.id).status
+        == "pending"
+    )
 
 
 def test_actions_need_post_and_a_csrf_token(resize):
@@ -120,7 +135,10 @@ def test_actions_need_post_and_a_csrf_token(resize):
     assert client.get(url).status_code == 405
     assert client.post(url).status_code == 403
     assert client.post("/console/task.example.com/resize/pause", {"paused": "1"}).status_code == 403
-    assert get_store().read("task.example.com", "resize", task.id).status == "pending"
+    assert (
+        stores.of("task.example.com", "resize").read("task.example.com", "resize", task.id).status
+        == "pending"
+    )
 
 
 def test_pause_and_resume(resize):

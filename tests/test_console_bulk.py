@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from queues.services import get_store
+from queues import stores
 from tests.test_console import client_for
 from tests.test_queue_page import BULK, HOST, NAME, T0, URL, dict_of, each_store, hidden_fields
 from tests.test_queue_page import resize as resize  # the fixture
@@ -15,15 +15,15 @@ pytestmark = pytest.mark.django_db
 
 
 def post_and_claim(queue, n: int, *, now: int = T0) -> list:
-    store, settings = get_store(), queue.to_settings()
+    store, settings = stores.of(HOST, NAME), queue.to_settings()
     for i in range(n):
         store.post(HOST, NAME, {"n": i}, settings=settings, posted_by="alice", now=now + i)
     return store.claim(HOST, NAME, settings=settings, worker="w", max_tasks=n, now=now + 50)
 
 
 def fail(queue, task, *, now: int | None) -> None:
-    get_store().fail(HOST, NAME, task.id, settings=queue.to_settings(), worker="w", attempt=1,
-                     now=now)  # fmt: skip
+    stores.of(HOST, NAME).fail(HOST, NAME, task.id, settings=queue.to_settings(), worker="w",
+                               attempt=1, now=now)  # fmt: skip
 
 
 def confirmed_run(client, form: dict, before_confirming=None) -> str:
@@ -41,7 +41,7 @@ def confirmed_run(client, form: dict, before_confirming=None) -> str:
 
 
 def status_of(task) -> str:
-    return get_store().read(HOST, NAME, task.id).status.value
+    return stores.of(HOST, NAME).read(HOST, NAME, task.id).status.value
 
 
 @each_store
@@ -66,14 +66,14 @@ def test_counted_tasks_that_left_the_status_are_reported_as_no_longer_matching(r
     report = confirmed_run(
         client,
         {"do": "retry:filter", "status": "failed"},
-        lambda: get_store().retry(HOST, NAME, tasks[1].id, settings=settings),
+        lambda: stores.of(HOST, NAME).retry(HOST, NAME, tasks[1].id, settings=settings),
     )
     assert "retry: 2 done, 0 refused, 1 no longer matching, of 3 counted." in report
 
 
 @each_store
 def test_a_task_claimed_after_the_count_is_not_requeued(resize):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     early = store.post(HOST, NAME, {"n": 0}, settings=settings, posted_by="alice", now=T0).task
     store.post(HOST, NAME, {"n": 1}, settings=settings, posted_by="alice", now=T0 + 1,
                priority=5)  # fmt: skip
@@ -82,7 +82,7 @@ def test_a_task_claimed_after_the_count_is_not_requeued(resize):
     report = confirmed_run(
         client,
         {"do": "requeue:filter", "status": "processing"},
-        lambda: store.claim(HOST, NAME, settings=settings, worker="w"),
+        lambda: stores.of(HOST, NAME).claim(HOST, NAME, settings=settings, worker="w"),
     )
     assert "requeue: 1 done, 0 refused." in report
     assert status_of(counted) == "pending" and status_of(early) == "processing"

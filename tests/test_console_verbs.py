@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from queues.services import get_store
+from queues import stores
 from queues.store import NotFound
 from tasklogs.ingest import ingest_directory
 from tasklogs.models import TaskEvent
@@ -45,19 +45,19 @@ def people(resize):
 
 
 def _post(queue, item=None):
-    return get_store().post(HOST, "resize", item or {"url": "http://a"},
+    return stores.of(HOST, "resize").post(HOST, "resize", item or {"url": "http://a"},
                             settings=queue.to_settings(), posted_by="alice").task  # fmt: skip
 
 
 def _running(queue):
     task = _post(queue)
-    get_store().claim(HOST, "resize", settings=queue.to_settings(), worker="box-1")
+    stores.of(HOST, "resize").claim(HOST, "resize", settings=queue.to_settings(), worker="box-1")
     return task
 
 
 def _failed(queue, item=None):
     task = _post(queue, item)
-    store, settings = get_store(), queue.to_settings()
+    store, settings = stores.of(HOST, "resize"), queue.to_settings()
     store.claim(HOST, "resize", settings=settings, worker="box-1")
     store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=1,
                result={"why": "404"})  # fmt: skip
@@ -66,7 +66,7 @@ def _failed(queue, item=None):
 
 def _status(task_id: str) -> str | None:
     try:
-        return get_store().read(HOST, "resize", task_id).status.value
+        return stores.of(HOST, "resize").read(HOST, "resize", task_id).status.value
     except NotFound:
         return None
 
@@ -101,13 +101,15 @@ def test_who_may_act(resize, people, store_dirs, who, action):
         assert response.status_code == 404
         assert _status(task.id) == before
         assert not any("by" in line for line in _lines(store_dirs, task.id))
-        assert len(get_store().list_tasks(HOST, "resize").tasks) == 1
+        assert len(stores.of(HOST, "resize").list_tasks(HOST, "resize").tasks) == 1
         return
     assert response.status_code == 302
     assert _status(task.id) == after
     name = {"staff": "sam", "operator": "olga"}[who]
     if action == "repost":
-        [new] = [t for t in get_store().list_tasks(HOST, "resize").tasks if t.id != task.id]
+        [new] = [
+            t for t in stores.of(HOST, "resize").list_tasks(HOST, "resize").tasks if t.id != task.id
+        ]
         assert response["Location"] == f"{BASE}/{new.id}/"
         assert (_lines(store_dirs, new.id)[0]["by"], new.reposted_from) == (name, task.id)
     else:
@@ -123,7 +125,10 @@ def test_the_verbs_need_post_and_a_csrf_token(resize, action):
     url = f"{BASE}/{task.id}/{action}"
     assert client.get(url).status_code == 405
     assert client.post(url, {"item": "{}"}).status_code == 403
-    assert _status(task.id) == "failed" and len(get_store().list_tasks(HOST, "resize").tasks) == 1
+    assert (
+        _status(task.id) == "failed"
+        and len(stores.of(HOST, "resize").list_tasks(HOST, "resize").tasks) == 1
+    )
 
 
 # -- what each does, and each refusal ---------------------------------------------------------
@@ -180,7 +185,7 @@ def test_a_refused_edit_shows_the_page_again_with_the_text_kept(resize, people, 
     assert 'role="alert"' in page and '<details class="edit-item" open>' in page
     assert _escaped(text)[:60] in page
     assert _status(task.id) == "failed"
-    assert get_store().read(HOST, "resize", task.id).item == {"url": "http://a"}
+    assert stores.of(HOST, "resize").read(HOST, "resize", task.id).item == {"url": "http://a"}
 
 
 def _escaped(text: str) -> str:
@@ -194,7 +199,7 @@ def test_an_edit_replaces_the_item_and_the_event_says_edited(resize, people, sto
     response = people["operator"].post(f"{BASE}/{task.id}/edit-retry",
                                        {"item": '{"url": "http://fixed"}'})  # fmt: skip
     assert response["Location"] == f"{BASE}/{task.id}/"
-    assert get_store().read(HOST, "resize", task.id).item == {"url": "http://fixed"}
+    assert stores.of(HOST, "resize").read(HOST, "resize", task.id).item == {"url": "http://fixed"}
     line = _lines(store_dirs, task.id)[-1]
     assert (line["event"], line["by"], line["edited"]) == ("retried", "olga", True)
 
@@ -202,12 +207,12 @@ def test_an_edit_replaces_the_item_and_the_event_says_edited(resize, people, sto
 def test_a_repost_without_an_archive_is_refused_and_posts_nothing(make_queue, store_dirs):
     plain = make_queue(HOST, "plain")  # archives nothing
     client = client_for("olga", role="operator", queue=plain)
-    task = get_store().post(HOST, "plain", {"n": 1}, settings=plain.to_settings(),
+    task = stores.of(HOST, "plain").post(HOST, "plain", {"n": 1}, settings=plain.to_settings(),
                             posted_by="alice").task  # fmt: skip
-    get_store().cancel(HOST, "plain", task.id, settings=plain.to_settings())
+    stores.of(HOST, "plain").cancel(HOST, "plain", task.id, settings=plain.to_settings())
     response = client.post(f"/console/{HOST}/plain/{task.id}/repost", follow=True)
     assert "not_archived" in response.content.decode()
-    assert len(get_store().list_tasks(HOST, "plain").tasks) == 1
+    assert len(stores.of(HOST, "plain").list_tasks(HOST, "plain").tasks) == 1
 
 
 # -- the task page -----------------------------------------------------------------------------
@@ -222,7 +227,7 @@ def test_the_task_page_offers_only_what_the_state_allows(resize, people):
     client = people["operator"]
     pending = _post(resize)
     assert _forms(client.get(f"{BASE}/{pending.id}/").content.decode()) == {"cancel"}
-    get_store().claim(HOST, "resize", settings=resize.to_settings(), worker="box-1")
+    stores.of(HOST, "resize").claim(HOST, "resize", settings=resize.to_settings(), worker="box-1")
     running_page = client.get(f"{BASE}/{pending.id}/").content.decode()
     assert _forms(running_page) == {"cancel", "requeue"}
     assert (
@@ -236,7 +241,7 @@ def test_the_task_page_offers_only_what_the_state_allows(resize, people):
 
 
 def test_the_task_page_shows_attempts_a_lapsed_lease_and_who_acted(resize, people, store_dirs):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, "resize"), resize.to_settings()
     start = time.time_ns() // 1_000_000 - 10 * 60_000  # the events' order is their times'
     task = store.post(HOST, "resize", {"url": "u"}, settings=settings, posted_by="alice",
                       now=start).task  # fmt: skip
@@ -275,7 +280,7 @@ def test_user_strings_on_the_task_page_are_escaped(resize, people):
 
 def _cleaned(resize):
     task = _failed(resize)
-    store = get_store()
+    store = stores.of(HOST, "resize")
     store.delete(HOST, "resize", task.id, by="olga")
     return task
 
@@ -298,7 +303,7 @@ def test_a_cleaned_task_is_reposted_from_its_task_logs_page(resize, people, stor
     timeline = client.get(f"/logs/{HOST}/resize/{old.id}/").content.decode()
     assert f'action="{BASE}/{old.id}/repost"' in timeline
     response = client.post(f"{BASE}/{old.id}/repost")
-    [new] = get_store().list_tasks(HOST, "resize").tasks
+    [new] = stores.of(HOST, "resize").list_tasks(HOST, "resize").tasks
     assert response["Location"] == f"{BASE}/{new.id}/"
     assert (new.item, new.reposted_from, new.posted_by) == ({"url": "http://a"}, old.id, "olga")
     ingest_directory(store_dirs["logs"] / "tasks")
@@ -319,7 +324,9 @@ def test_task_logs_offer_no_repost_without_an_archive_or_to_others(resize, peopl
     assert people["stranger"].get(f"/logs/{HOST}/resize/{old.id}/").status_code == 404
     response = client.post(f"{BASE}/{old.id}/repost")
     assert response["Location"] == f"/logs/{HOST}/resize/{old.id}/"
-    assert [t.id for t in get_store().list_tasks(HOST, "resize").tasks] == [running.id]
+    assert [t.id for t in stores.of(HOST, "resize").list_tasks(HOST, "resize").tasks] == [
+        running.id
+    ]
 
 
 def test_a_running_tasks_page_says_who_asked_it_to_stop(resize, people):

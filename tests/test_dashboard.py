@@ -12,9 +12,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from queues import stores
 from queues.console.activity import Activity, activity
 from queues.console.charts import activity_chart
-from queues.services import get_store
 
 from .console_events import event, lifecycle, now_ms, store
 from .test_console import client_for, post
@@ -70,7 +70,7 @@ def test_anonymous_users_are_sent_to_log_in(resize, path):
 
 
 def test_store_counts_split_pending_into_delayed_and_retrying(resize):
-    store_ = get_store()
+    store_ = stores.of("task.example.com", "resize")
     settings = resize.to_settings()
     post(resize)
     store_.post("task.example.com", "resize", {"n": 2}, settings=settings, posted_by=None,
@@ -83,7 +83,7 @@ def test_store_counts_split_pending_into_delayed_and_retrying(resize):
 
 
 def test_finished_failed_and_cancelled_come_from_the_ingested_events(resize):
-    store_, settings = get_store(), resize.to_settings()
+    store_, settings = stores.of("task.example.com", "resize"), resize.to_settings()
     done = post(resize)
     store_.cancel("task.example.com", "resize", done.id, settings=settings)
     client = client_for("sam", is_staff=True)
@@ -113,7 +113,9 @@ def test_last_day_counts_and_last_hour_rates(resize):
 
 def test_an_empty_queue_has_no_oldest_pending_task(resize):
     task = post(resize)
-    get_store().cancel("task.example.com", "resize", task.id, settings=resize.to_settings())
+    stores.of("task.example.com", "resize").cancel(
+        "task.example.com", "resize", task.id, settings=resize.to_settings()
+    )
     client = client_for("sam", is_staff=True)
     assert rows(client)["task.example.com/resize"]["oldest_pending_ms"] is None
     cell = client.get("/").content.decode().split('data-field="oldest_pending_ms">')[1]
@@ -128,7 +130,8 @@ def test_a_pending_task_has_an_age(resize):
 
 def test_a_postgres_queue_counts_from_its_store_and_its_event_rows(pg_store, make_queue):
     queue = make_queue("task.example.com", "resize", store="postgres")
-    store_, settings, key = get_store(), queue.to_settings(), ("task.example.com", "resize")
+    key = ("task.example.com", "resize")
+    store_, settings = stores.of(*key), queue.to_settings()
     post(queue)
     store_.post(*key, {"n": 2}, settings=settings, posted_by=None, delay_seconds=3_600)
     assert store_.claim(*key, settings=settings, worker="box-1")
@@ -170,8 +173,9 @@ def test_a_queue_never_posted_to_says_so(resize):
 
 
 def test_the_notice_shows_when_logged_events_wait_uningested(resize):
-    get_store().post("task.example.com", "resize", {"n": 1}, settings=resize.to_settings(),
-                     posted_by=None, now=now_ms() - 10 * MIN)  # fmt: skip
+    stores.of("task.example.com", "resize").post("task.example.com", "resize", {"n": 1},
+                     settings=resize.to_settings(), posted_by=None,
+                     now=now_ms() - 10 * MIN)  # fmt: skip
     client = client_for("sam", is_staff=True)
     page = client.get("/").content.decode()
     notice = page.split('id="ingest-lag"')[1].split("</p>")[0]

@@ -10,12 +10,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from queues import stores
 from queues.auth.tokens import issue_token
 from queues.metrics import sources
 from queues.metrics.access import token_matches
 from queues.metrics.figures import bucketed
 from queues.models import QueueAccess
-from queues.services import get_store
 from tasklogs.ingest import ingest_directory
 from tasklogs.models import TaskEvent
 
@@ -108,14 +108,15 @@ def test_the_right_token_reads_it_and_only_get_is_served():
 
 def history(queue) -> None:
     """Post 3, claim 2, finish 1, fail 1 (for good), and a fourth posted with a delay."""
-    router, settings, key = get_store(), queue.to_settings(), (queue.host.name, queue.name)
+    key = (queue.host.name, queue.name)
+    store, settings = stores.of(*key), queue.to_settings()
     for n in range(3):
-        router.post(*key, {"n": n}, settings=settings, posted_by=None)
-    router.post(*key, {"n": 9}, settings=settings, posted_by=None, delay_seconds=3_600)
-    first, second = (router.claim(*key, settings=settings, worker=w)[0] for w in ("w1", "w2"))
-    router.finish(*key, first.id, settings=settings, worker="w1", attempt=first.attempts,
+        store.post(*key, {"n": n}, settings=settings, posted_by=None)
+    store.post(*key, {"n": 9}, settings=settings, posted_by=None, delay_seconds=3_600)
+    first, second = (store.claim(*key, settings=settings, worker=w)[0] for w in ("w1", "w2"))
+    store.finish(*key, first.id, settings=settings, worker="w1", attempt=first.attempts,
                   result={"ok": True})  # fmt: skip
-    router.fail(*key, second.id, settings=settings, worker="w2", attempt=second.attempts,
+    store.fail(*key, second.id, settings=settings, worker="w2", attempt=second.attempts,
                 result={"error": "boom"})  # fmt: skip
 
 
@@ -180,11 +181,11 @@ def test_events_keep_counting_past_the_settled_total_and_survive_a_cleared_cache
 
 
 def test_lease_lapses_count_the_sweeps_lapsed_events(resize, store_dirs):
-    router, settings, key = get_store(), resize.to_settings(), (HOST, "resize")
-    router.post(*key, {"n": 1}, settings=settings, posted_by=None)
-    claimed = router.claim(*key, settings=settings, worker="w1")[0]
+    store, settings, key = stores.of(HOST, "resize"), resize.to_settings(), (HOST, "resize")
+    store.post(*key, {"n": 1}, settings=settings, posted_by=None)
+    claimed = store.claim(*key, settings=settings, worker="w1")[0]
     assert claimed.lease is not None
-    router.sweep_queue(*key, settings, now=claimed.lease.until + 1)
+    store.sweep_queue(*key, settings, now=claimed.lease.until + 1)
     ingest_directory(store_dirs["logs"] / "tasks")
     found = families(scrape())
     assert values(found, "taskhoster_lease_lapses", host=HOST, queue="resize") == {
@@ -219,8 +220,8 @@ def test_odd_queue_names_are_escaped_and_the_whole_output_parses(make_queue, sto
 
 
 def test_the_ingester_lag_is_the_bytes_and_age_not_ingested(resize, store_dirs):
-    router, settings = get_store(), resize.to_settings()
-    router.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None)
+    store, settings = stores.of(HOST, "resize"), resize.to_settings()
+    store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None)
     lagging = families(scrape())
     assert lagging["taskhoster_ingest_lag_bytes"].samples[0].value > 0
     ingest_directory(store_dirs["logs"] / "tasks")
@@ -231,7 +232,7 @@ def test_the_ingester_lag_is_the_bytes_and_age_not_ingested(resize, store_dirs):
 
 def test_a_queue_whose_store_cannot_answer_is_down_and_the_rest_still_scraped(make_queue):
     from queues.models import Host, Queue
-    from queues.pg_location import pg_location
+    from queues.stores.pg_location import pg_location
 
     if pg_location() is not None:
         pytest.skip("this site has a PostgreSQL store: a postgres queue's store answers")
@@ -297,9 +298,9 @@ def test_the_alert_rules_and_the_dashboard_use_only_metrics_the_scrape_has(resiz
 
 
 def test_the_oldest_pending_age_is_the_oldest_pending_tasks(resize):
-    router, settings, key = get_store(), resize.to_settings(), (HOST, "resize")
+    store, settings, key = stores.of(HOST, "resize"), resize.to_settings(), (HOST, "resize")
     now = int(time.time() * 1000)
-    router.post(*key, {"n": 1}, settings=settings, posted_by=None, now=now - 120_000)
-    router.post(*key, {"n": 2}, settings=settings, posted_by=None, now=now - 30_000)
+    store.post(*key, {"n": 1}, settings=settings, posted_by=None, now=now - 120_000)
+    store.post(*key, {"n": 2}, settings=settings, posted_by=None, now=now - 30_000)
     found = values(families(scrape()), "taskhoster_oldest_pending_age_seconds", host=HOST)
     assert 120 <= found[("taskhoster_oldest_pending_age_seconds", "resize")] < 180

@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from queues import stores
 from queues.console import bulk, queue_page
-from queues.services import get_store
 from queues.store import QueueSettings
 from tests.test_console import client_for
 
@@ -42,12 +42,12 @@ def staff():
 
 
 def post(queue, item=None, *, now=None, **kw):
-    return get_store().post(HOST, NAME, item or {"n": 1}, settings=queue.to_settings(),
+    return stores.of(HOST, NAME).post(HOST, NAME, item or {"n": 1}, settings=queue.to_settings(),
                             posted_by="alice", now=now, **kw).task  # fmt: skip
 
 
 def status_of(task) -> str:
-    return get_store().read(HOST, NAME, task.id).status.value
+    return stores.of(HOST, NAME).read(HOST, NAME, task.id).status.value
 
 
 def page_of(client, query: str = "") -> str:
@@ -114,7 +114,7 @@ def test_bulk_actions_need_post_and_a_csrf_token(resize):
 
 @each_store
 def test_tabs_count_every_state_and_the_waiting_pending_ones(resize, staff):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     # each claim takes the one pending task, so the claim order (the file store's oldest
     # first, the PostgreSQL store's post order) does not matter
     running = post(resize, {"run": 1}, now=T0)
@@ -142,7 +142,7 @@ def test_tabs_count_every_state_and_the_waiting_pending_ones(resize, staff):
 
 @each_store
 def test_the_columns_preview_worker_times_and_cancel_requested_once(resize, staff):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     failed_task = post(resize, {"url": "https://a.example/1"}, now=T0)
     store.claim(HOST, NAME, settings=settings, worker="box-1")
     store.fail(HOST, NAME, failed_task.id, settings=settings, worker="box-1", attempt=1,
@@ -262,7 +262,7 @@ def test_a_queue_never_posted_to(resize, staff):
      ("finished", ["delete"])],
 )  # fmt: skip
 def test_each_tab_offers_only_the_actions_its_state_allows(resize, staff, status, actions):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     for make in ("finished", "failed", "cancelled", "processing", "pending"):
         task = post(resize)
         if make == "cancelled":
@@ -290,7 +290,7 @@ def test_the_all_tab_offers_ticked_actions_only_for_states_present(resize, staff
 
 
 def test_ticked_tasks_are_counted_then_acted_on_with_refusals_per_code(resize):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     pending = [post(resize) for _ in range(3)]
     done = post(resize)
     store.cancel(HOST, NAME, done.id, settings=settings)
@@ -355,7 +355,7 @@ def test_a_filter_that_matches_nothing(resize, staff):
 
 
 def test_a_retry_by_filter_uses_the_queues_settings(resize, staff):
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     failed = []
     for i in range(3):
         post(resize, now=T0 + i)
@@ -472,7 +472,7 @@ def test_a_requeue_and_a_delete_by_filter_name_the_operator_in_the_log(resize, s
     from tasklogs.ingest import ingest_directory
     from tasklogs.models import TaskEvent
 
-    store, settings = get_store(), resize.to_settings()
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
     for i in range(4):
         post(resize, now=T0 + i)
     running = store.claim(HOST, NAME, settings=settings, worker="w", max_tasks=2)

@@ -6,10 +6,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from queues import stores
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import NotFound, StorageUnavailable, StoreConfig
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 
 HOST = "task.example.com"
 ON_POSTGRES = connection.vendor == "postgresql"
@@ -19,8 +19,9 @@ needs_sqlite = pytest.mark.skipif(
 
 
 def _post(queue: Queue, n: int = 1):
-    return get_store().post(HOST, queue.name, {"n": n}, settings=queue.to_settings(),
-                            posted_by=None).task  # fmt: skip
+    return stores.of(HOST, queue.name).post(HOST, queue.name, {"n": n},
+                                            settings=queue.to_settings(),
+                                            posted_by=None).task  # fmt: skip
 
 
 def _queue_form(queue: Queue, **changes) -> dict:
@@ -79,7 +80,7 @@ def test_createqueue_puts_a_queue_on_postgres(pg_store, store_dirs):
     assert queue.store == "postgres"
     task = _post(queue)
     # the task is in the database, and nothing of it on this machine's disk
-    assert get_store().postgres.read(HOST, "resize", task.id).id == task.id
+    assert stores.router().postgres.read(HOST, "resize", task.id).id == task.id
     assert not (store_dirs["items"] / HOST / "resize").exists()
 
 
@@ -88,7 +89,7 @@ def test_changing_the_store_is_refused_while_tasks_are_in_flight(pg_store, make_
     queue = make_queue(HOST, "resize")
     _post(queue)
     if in_flight == "processing":
-        get_store().claim(HOST, "resize", settings=queue.to_settings(), worker="w")
+        stores.of(HOST, "resize").claim(HOST, "resize", settings=queue.to_settings(), worker="w")
     with pytest.raises(CommandError, match="1 pending or processing task in its files store"):
         call_command("createqueue", HOST, "resize", "--store", "postgres")
     queue.refresh_from_db()
@@ -111,17 +112,17 @@ def test_the_admin_refuses_a_change_of_store_while_tasks_are_in_flight(
 def test_once_tasks_have_ended_the_store_changes_for_new_tasks(pg_store, make_queue, store_dirs):
     queue = make_queue(HOST, "resize")
     old = _post(queue)
-    get_store().cancel(HOST, "resize", old.id, settings=queue.to_settings())
+    stores.of(HOST, "resize").cancel(HOST, "resize", old.id, settings=queue.to_settings())
     call_command("createqueue", HOST, "resize", "--store", "postgres")
     queue.refresh_from_db()
     new = _post(queue, 2)
-    store = get_store()
+    store = stores.router()
     assert store.postgres.read(HOST, "resize", new.id).status == "pending"
     # the ended task stays in the file store until retention removes it; reads look in the
     # queue's current store, so the API no longer finds it
     assert store.files.read(HOST, "resize", old.id).status == "cancelled"
     with pytest.raises(NotFound):
-        store.read(HOST, "resize", old.id)
+        stores.of(HOST, "resize").read(HOST, "resize", old.id)
     # the sweep covers both: the file store's queue on disk and the PostgreSQL one
     assert ("task.example.com", "resize") in store.queues()
     assert store.sweep_all(lambda h, q: queue.to_settings()).queues == 2
@@ -131,16 +132,21 @@ def test_the_router_sends_each_queue_to_its_store(pg_store, make_queue, store_di
     files = make_queue(HOST, "on-files")
     pg = make_queue(HOST, "on-postgres", store="postgres")
     on_disk, in_db = _post(files), _post(pg)
-    store = get_store()
-    assert store.read(HOST, "on-files", on_disk.id).id == on_disk.id
-    assert store.read(HOST, "on-postgres", in_db.id).id == in_db.id
+    store = stores.router()
+    assert stores.of(HOST, "on-files").read(HOST, "on-files", on_disk.id).id == on_disk.id
+    assert stores.of(HOST, "on-postgres").read(HOST, "on-postgres", in_db.id).id == in_db.id
     with pytest.raises(NotFound):
         store.files.read(HOST, "on-postgres", in_db.id)
     with pytest.raises(NotFound):
         store.postgres.read(HOST, "on-files", on_disk.id)
     assert {(HOST, "on-files"), (HOST, "on-postgres")} <= set(store.queues())
-    [claimed] = store.claim(HOST, "on-postgres", settings=pg.to_settings(), worker="w")
-    assert claimed.id == in_db.id and store.stats(HOST, "on-postgres").processing == 1
+    [claimed] = stores.of(HOST, "on-postgres").claim(
+        HOST, "on-postgres", settings=pg.to_settings(), worker="w"
+    )
+    assert (
+        claimed.id == in_db.id
+        and stores.of(HOST, "on-postgres").stats(HOST, "on-postgres").processing == 1
+    )
 
 
 def test_a_postgres_queue_without_a_database_answers_storage_unavailable(tmp_path):
@@ -153,5 +159,5 @@ def test_a_postgres_queue_without_a_database_answers_storage_unavailable(tmp_pat
     router = StoreRouter(QueueStore(config), kind_of=lambda h, q: "postgres",
                          open_postgres=None, postgres_queues=lambda: [])  # fmt: skip
     with pytest.raises(StorageUnavailable, match="TASKHOSTER_PG_STORE_URL"):
-        router.read(HOST, "resize", "0123456789abcdef")
+        router.of(HOST, "resize").read(HOST, "resize", "0123456789abcdef")
     router.close()

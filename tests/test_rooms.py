@@ -32,19 +32,13 @@ PACKAGES = (
 # Directories whose scripts import their neighbours by bare name (sys.path holds the directory).
 SCRIPT_DIRS = ("bench", "chaos", "soak", "fuzz", "scripts")
 
-# Which room a module lives in: the longest prefix that matches its dotted name. `stores` names
-# both the flat modules of today and queues/stores/, the room they are moving to. A module in
+# Which room a module lives in: the longest prefix that matches its dotted name. A module in
 # none of them (a new file dropped flat into queues/) fails: give it a room.
 ROOM_OF_PREFIX = {
     "queues.store": "store",
     "queues.store_pg": "store_pg",
     "queues.stores": "stores",
-    "queues.store_router": "stores",
-    "queues.store_choice": "stores",
-    "queues.store_kinds": "stores",
-    "queues.pg_location": "stores",
-    "queues.pg_events": "stores",
-    "queues.services": "stores",
+    "queues.services": "models",  # the configuration verbs over the models
     "queues.models": "models",
     "queues.validators": "models",
     "queues.migrations": "models",
@@ -109,16 +103,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 # without it.
 PLAIN_PYTHON = {"store", "store_pg", "monitor"}
 DJANGO_MODULES = {"django", "rest_framework", "drf_spectacular"}
-
-# Imports against the arrows that are another engineer's to remove (issue 23, branch h-stores):
-# (importing module's room, imported module's room).
-ANOTHERS_WRONG_WAY = {
-    ("models", "stores"): "the model's clean() asks the store choice whether a change may be made",
-}
-# Circles that are another's to break (h-stores): a circle is let through when every module in
-# it lies in one of these sets of rooms, or when it is exactly one of these sets of modules.
-ANOTHERS_CIRCLE_ROOMS = [{"models", "stores"}]
-ANOTHERS_CIRCLE_MODULES = [{"queues.store.interface", "queues.store.store"}]
 
 
 @dataclass(frozen=True)
@@ -204,8 +188,6 @@ def wrong_way(imports: list[Import]) -> list[str]:
         source, target = room_of(found.module), room_of(found.target)
         if source == target or target in MAY_IMPORT[source]:
             continue
-        if (source, target) in ANOTHERS_WRONG_WAY:
-            continue
         wrong.append(f"{found}: room {source} may not import room {target}")
     return wrong
 
@@ -236,14 +218,6 @@ def circles(arrows: Iterable[tuple[str, str]]) -> list[list[str]]:
     return found_circles
 
 
-def anothers_circle(circle: list[str]) -> bool:
-    modules = set(circle)
-    rooms = {room_of(module) for module in modules}
-    return any(rooms <= allowed for allowed in ANOTHERS_CIRCLE_ROOMS) or any(
-        modules == allowed for allowed in ANOTHERS_CIRCLE_MODULES
-    )
-
-
 def test_every_module_lies_in_a_room_that_the_rules_know():
     for module in MODULES:
         assert room_of(module) in MAY_IMPORT, module
@@ -264,12 +238,7 @@ def test_every_import_goes_the_way_of_the_arrows():
 
 
 def test_no_modules_import_each_other_in_a_circle():
-    found = [
-        " -> ".join(circle)
-        for circle in circles(module_arrows(IMPORTS))
-        if not anothers_circle(circle)
-    ]
-    assert found == []
+    assert [" -> ".join(circle) for circle in circles(module_arrows(IMPORTS))] == []
 
 
 def django_imports(module: str, path: Path) -> list[str]:
@@ -328,7 +297,6 @@ def test_a_circle_is_found_and_named():
             "queues.console.bulk",
         ]
     ]
-    assert not anothers_circle(circles(module_arrows(made_up))[0])
 
 
 def test_a_django_import_is_named(tmp_path):

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from queues.services import get_store
+from queues import stores
 from queues.store import State
 
 CSS = Path(__file__).resolve().parents[1] / "queues/static/console/console.css"
@@ -51,7 +51,7 @@ def test_the_contrast_check_tells_black_from_grey() -> None:
 
 @pytest.mark.django_db
 def test_the_queue_and_task_pages_name_the_state_in_its_badge(resize) -> None:
-    task = get_store().post(resize.host.name, resize.name, {"n": 1},
+    task = stores.of(resize.host.name, resize.name).post(resize.host.name, resize.name, {"n": 1},
                             settings=resize.to_settings(), posted_by="alice").task  # fmt: skip
     client = Client()
     client.force_login(User.objects.create_user("sam", is_staff=True))

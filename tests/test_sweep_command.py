@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from queues import stores
 from queues.processes.sweeping import SweepTally
-from queues.services import get_store
 from queues.store import QueueSettings, QueueStore, StoreConfig, SweepReport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ def sweep(*args: str) -> str:
 
 def test_one_sweep_requeues_a_lapsed_lease_and_reports_it(make_queue):
     queue = make_queue(lease_seconds=10)
-    store, settings = get_store(), queue.to_settings()
+    store, settings = stores.of(queue.host.name, queue.name), queue.to_settings()
     task = store.post(queue.host.name, queue.name, {"n": 1}, settings=settings,
                       posted_by="alice").task  # fmt: skip
     long_ago = int(time.time() * 1000) - 60_000  # claimed a minute ago with a 10 s lease
@@ -39,9 +39,10 @@ def test_one_sweep_requeues_a_lapsed_lease_and_reports_it(make_queue):
 
 def test_a_queue_the_console_does_not_know_is_left_alone(make_queue, store_dirs):
     queue = make_queue()
-    store = get_store()
     for host, name in (("stray.example", "orphan"), (queue.host.name, queue.name)):
-        store.post(host, name, {"n": 1}, settings=queue.to_settings(), posted_by=None)
+        stores.of(host, name).post(
+            host, name, {"n": 1}, settings=queue.to_settings(), posted_by=None
+        )
     assert (store_dirs["items"] / "stray.example" / "orphan" / "pending").is_dir()
     assert "queues=1" in sweep()  # only the configured queue was swept
 

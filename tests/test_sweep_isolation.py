@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from queues.services import get_store
+from queues import stores
 from queues.store import QueueSettings, QueueStore, StoreConfig, files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,11 +53,13 @@ def lapsed_lease(store, queue) -> str:
 
 @pytest.mark.django_db
 def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_dirs, caplog):
-    store = get_store()
     # "a-broken" sorts first: the queues after it in the pass are the ones at stake
     broken = make_queue("task.example.com", "a-broken", lease_seconds=10)
     healthy = [make_queue("task.example.com", name, lease_seconds=10) for name in ("b", "c")]
-    lapsed = {queue.name: lapsed_lease(store, queue) for queue in (broken, *healthy)}
+    lapsed = {
+        queue.name: lapsed_lease(stores.of(queue.host.name, queue.name), queue)
+        for queue in (broken, *healthy)
+    }
     out, err = io.StringIO(), io.StringIO()
     with (
         sweep_broken(store_dirs["items"] / "task.example.com" / "a-broken"),
@@ -66,13 +68,23 @@ def test_one_queue_failing_its_sweep_leaves_the_others_swept(make_queue, store_d
         call_command("sweep", stdout=out, stderr=err)
 
     for queue in healthy:
-        assert store.read(queue.host.name, queue.name, lapsed[queue.name]).status == "pending"
+        assert (
+            stores.of(queue.host.name, queue.name)
+            .read(queue.host.name, queue.name, lapsed[queue.name])
+            .status
+            == "pending"
+        )
     assert "requeue=2" in out.getvalue()
     assert "task.example.com/a-broken" in err.getvalue()
     [logged] = [r for r in caplog.records if "task.example.com/a-broken" in r.getMessage()]
     assert logged.exc_info is not None and logged.exc_info[0] is PermissionError
     # nothing of the broken queue was lost: its task is still there, waiting for a sweep
-    assert store.read(broken.host.name, broken.name, lapsed["a-broken"]).status == "processing"
+    assert (
+        stores.of(broken.host.name, broken.name)
+        .read(broken.host.name, broken.name, lapsed["a-broken"])
+        .status
+        == "processing"
+    )
 
 
 @pytest.mark.slow

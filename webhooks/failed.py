@@ -7,7 +7,7 @@ import datetime as dt
 import orjson
 
 from queues.store import StoreError
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreOf
 
 from .models import Kind, Webhook
 
@@ -16,7 +16,7 @@ Hooks = dict[tuple[str, str], Webhook]  # (host, queue): the queue's webhook
 
 
 def failure_body(
-    store: StoreRouter,
+    store_of: StoreOf,
     host: str,
     queue: str,
     task_id: str,
@@ -27,7 +27,7 @@ def failure_body(
 ) -> str:
     """The notification's JSON: the task's status as the store holds it now."""
     try:
-        task = store.read(host, queue, task_id).status_view()
+        task = store_of(host, queue).read(host, queue, task_id).status_view()
     except StoreError:  # cleaned already (a short retention), or quarantined
         task = {"id": task_id, "host": host, "queue": queue, "status": "failed",
                 "attempts": attempts}  # fmt: skip

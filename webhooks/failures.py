@@ -26,7 +26,7 @@ from queues.monitor.lines import read_complete_lines
 from queues.store import StoreError
 from queues.store.eventlog import whole_line
 from queues.store.paths import day_of_file
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 from tasklogs.ingest import day_files
 from tasklogs.parsing import BadLine, line_digest, parse_line
 
@@ -142,7 +142,7 @@ def _notifications(
                 task_id=record.task_id,
                 source=f"log:{name}:{at}:{line_digest(text)}",
                 body=failure_body(
-                    store,
+                    store.of,
                     record.host,
                     record.queue,
                     record.task_id,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 
 from .delivering import deliver_due
 from .failures import notify_failures
@@ -23,7 +23,7 @@ class NotifyReport:
 
 def notify(store: StoreRouter, *, now: dt.datetime) -> NotifyReport:
     """Turn new failures and threshold crossings into notifications, then send those due."""
-    made = notify_failures(store, now=now) + notify_pending(store, now=now)
+    made = notify_failures(store, now=now) + notify_pending(store.of, now=now)
     sent = deliver_due(
         now=now,
         allow_private=settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE,

@@ -12,7 +12,7 @@ events table, its offset an event id) are the console's. Exactly once, across th
   read the same rows; the cursor only moves forward.
 - Row ids are drawn from a sequence and their transactions commit out of id order, so "past the
   highest id seen" could skip a row that commits late. The cursor moves only over rows that are
-  final (queues/pg_events.py: the store's horizon, whose writers have all ended); rows read
+  final (queues/stores/pg_events.py: the store's horizon, whose writers have all ended); rows read
   while a writer was still going are notified too and read again by the next pass, and the
   unique source keeps that to one notification.
 """
@@ -25,8 +25,8 @@ from typing import Any
 from django.db import transaction
 
 from queues.models import StoreKind
-from queues.pg_events import batches, cursor_name, reading
-from queues.store_router import StoreRouter
+from queues.stores.pg_events import batches, cursor_name, reading
+from queues.stores.router import StoreRouter
 
 from .failed import FAILED_EVENTS, Hooks, failure_body
 from .models import Kind, LogCursor, Notification
@@ -63,7 +63,7 @@ def _note(
     hook = hooked.get((row["host"], row["queue"]))
     if hook is None or row["at"] < hook.created_at:
         return None
-    body = failure_body(store, row["host"], row["queue"], row["task_id"],
+    body = failure_body(store.of, row["host"], row["queue"], row["task_id"],
                         attempts=row["attempts"], reason=row["event"], at=row["at"])  # fmt: skip
     return Notification(
         webhook=hook,

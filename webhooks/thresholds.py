@@ -9,18 +9,19 @@ from django.db import transaction
 
 from queues.store import NotFound
 from queues.store.eventlog import iso_ms
-from queues.store.interface import TaskStore
+from queues.stores.router import StoreOf
 
 from .models import Kind, Notification, Webhook
 
 
-def notify_pending(store: TaskStore, *, now: dt.datetime) -> int:
+def notify_pending(store_of: StoreOf, *, now: dt.datetime) -> int:
     """Notify each queue that rose above its threshold since the last pass; re-arm each that
     fell back. Answers how many notifications were made."""
     made = 0
     now_ms = int(now.timestamp() * 1000)
     for hook in Webhook.objects.filter(pending_threshold__gt=0).select_related("queue__host"):
         host, queue = hook.queue.host.name, hook.queue.name
+        store = store_of(host, queue)
         if not store.holds_queue(host, queue):
             # a file queue served by another server, whose sweep judges it: read here it would
             # look empty, re-arm the alert and let the other server fire it again on every pass

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from queues import stores
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import SweepPreview
 from queues.store.sweep_preview import KINDS
 
@@ -52,10 +52,11 @@ def preview_settings(
     queue, which has no tasks). Reads the queue's tasks in its store; changes nothing."""
     now_ms = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     host, name = candidate.host.name, candidate.name
-    store = get_store()
-    then = store.preview_sweep(host, name, candidate.to_settings(), now=now_ms)
+    then = stores.of(host, name).preview_sweep(host, name, candidate.to_settings(), now=now_ms)
     before = (
-        store.preview_sweep(saved.host.name, saved.name, saved.to_settings(), now=now_ms)
+        stores.of(saved.host.name, saved.name).preview_sweep(
+            saved.host.name, saved.name, saved.to_settings(), now=now_ms
+        )
         if saved is not None
         else SweepPreview()
     )

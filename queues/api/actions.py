@@ -6,10 +6,10 @@ the queue's settings. Reading a task to learn whose it is comes first where owne
 
 from typing import Any
 
+from queues import stores
 from queues.api import held_threads
 from queues.api.context import QueueContext
 from queues.models import Role
-from queues.services import get_store
 from queues.store import (
     ANY,
     NotFound,
@@ -33,7 +33,7 @@ def post(
         ctx.require(PRODUCER)
     # Without the producer role this is a public post: postedBy null, its id its only key.
     posted_by = ctx.caller if PRODUCER in ctx.roles else None
-    return get_store().post(
+    return stores.of(ctx.host, ctx.queue).post(
         ctx.host,
         ctx.queue,
         item,
@@ -50,14 +50,14 @@ def post_many(ctx: QueueContext, entries: list[PostEntry]) -> list[PostResult]:
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
     posted_by = ctx.caller if PRODUCER in ctx.roles else None
-    return get_store().post_many(
+    return stores.of(ctx.host, ctx.queue).post_many(
         ctx.host, ctx.queue, entries, settings=ctx.settings, posted_by=posted_by
     )
 
 
 def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None = None) -> Task:
     """The status of a task the caller may see; a waiting read holds until it changes."""
-    store = get_store()
+    store = stores.of(ctx.host, ctx.queue)
     task = ctx.check_visible(store.read(ctx.host, ctx.queue, task_id))
     since = task.updated_at if since is None else since
     if wait > 0 and task.updated_at == since:  # changed already: nothing to wait for
@@ -75,7 +75,7 @@ def list_tasks(ctx: QueueContext, *, status: str | None, limit: int, offset: int
     ctx.require(PRODUCER, OPERATOR)
     posted_by = ANY if ctx.operator else ctx.caller
     try:
-        return get_store().list_tasks(
+        return stores.of(ctx.host, ctx.queue).list_tasks(
             ctx.host, ctx.queue, status=status, posted_by=posted_by, limit=limit, offset=offset
         )
     except NotFound:  # a configured queue nobody has posted to has no directory yet
@@ -86,7 +86,7 @@ def stats(ctx: QueueContext) -> QueueStats:
     """Counts of the whole queue: for anyone holding a role on it (no task is shown)."""
     ctx.require(PRODUCER, WORKER, OPERATOR)
     try:
-        return get_store().stats(ctx.host, ctx.queue)
+        return stores.of(ctx.host, ctx.queue).stats(ctx.host, ctx.queue)
     except NotFound:  # a configured queue nobody has posted to has no directory yet
         return QueueStats(pending=0, processing=0, done=0, delayed=0, retrying=0,
                           oldest_pending_ms=0)  # fmt: skip
@@ -95,19 +95,21 @@ def stats(ctx: QueueContext) -> QueueStats:
 def _own_task(ctx: QueueContext, task_id: str) -> None:
     """Cancel and retry are for the task's producer or an operator, never the public."""
     ctx.require(PRODUCER, OPERATOR)
-    task = get_store().read(ctx.host, ctx.queue, task_id)
+    task = stores.of(ctx.host, ctx.queue).read(ctx.host, ctx.queue, task_id)
     if not (ctx.operator or (task.posted_by is not None and task.posted_by == ctx.caller)):
         raise NotFound()
 
 
 def cancel(ctx: QueueContext, task_id: str) -> Task:
     _own_task(ctx, task_id)
-    return get_store().cancel(ctx.host, ctx.queue, task_id, settings=ctx.settings)
+    return stores.of(ctx.host, ctx.queue).cancel(
+        ctx.host, ctx.queue, task_id, settings=ctx.settings
+    )
 
 
 def retry(ctx: QueueContext, task_id: str) -> Task:
     _own_task(ctx, task_id)
-    return get_store().retry(ctx.host, ctx.queue, task_id, settings=ctx.settings)
+    return stores.of(ctx.host, ctx.queue).retry(ctx.host, ctx.queue, task_id, settings=ctx.settings)
 
 
 def claim(
@@ -115,7 +117,7 @@ def claim(
 ) -> tuple[list[Task], bool]:
     """The claimed tasks, and whether the process was too crowded to let this claim wait."""
     ctx.require(WORKER)
-    store = get_store()
+    store = stores.of(ctx.host, ctx.queue)
     options = {
         "settings": ctx.settings,
         "worker": worker,
@@ -132,7 +134,7 @@ def claim(
 
 def progress(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, progress: Any) -> Task:
     ctx.require(WORKER)
-    return get_store().progress(
+    return stores.of(ctx.host, ctx.queue).progress(
         ctx.host,
         ctx.queue,
         task_id,
@@ -145,7 +147,7 @@ def progress(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, prog
 
 def finish(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, result: Any) -> Reported:
     ctx.require(WORKER)
-    return get_store().finish(
+    return stores.of(ctx.host, ctx.queue).finish(
         ctx.host,
         ctx.queue,
         task_id,
@@ -167,7 +169,7 @@ def fail(
     cancelled: bool,
 ) -> Reported:
     ctx.require(WORKER)
-    return get_store().fail(
+    return stores.of(ctx.host, ctx.queue).fail(
         ctx.host,
         ctx.queue,
         task_id,
@@ -184,6 +186,6 @@ def finish_many(
     ctx: QueueContext, reports: list[Report], *, worker: str
 ) -> list[Reported | StoreError]:
     ctx.require(WORKER)
-    return get_store().finish_many(
+    return stores.of(ctx.host, ctx.queue).finish_many(
         ctx.host, ctx.queue, reports, settings=ctx.settings, worker=worker
     )

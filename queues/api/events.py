@@ -21,6 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from queues import stores
 from queues.api import held_threads
 from queues.api.authentication import BearerAuthentication
 from queues.api.context import QueueContext, resolve
@@ -30,7 +31,6 @@ from queues.models import Role
 from queues.monitor.pg_tail import PgTail, RowPosition, RowsChannel
 from queues.monitor.stream import Subscription, event_stream
 from queues.monitor.tail import BadPosition, LogTail, Position
-from queues.services import get_store
 from queues.store import paths
 from queues.store.errors import StorageUnavailable
 from queues.store.inotify import APPENDS, watcher
@@ -123,7 +123,7 @@ def check_subscriber(ctx: QueueContext, task_id: str | None) -> None:
     if task_id is None or Role.PRODUCER not in ctx.roles:
         ctx.require(Role.OPERATOR, hint="A producer may follow one of its own tasks (?task=ID).")
     assert task_id is not None
-    ctx.check_visible(get_store().read(ctx.host, ctx.queue, task_id))
+    ctx.check_visible(stores.of(ctx.host, ctx.queue).read(ctx.host, ctx.queue, task_id))
 
 
 def start_position(request: Request, *, rows: bool) -> Position | RowPosition | None:
@@ -162,7 +162,7 @@ class EventStreamView(APIView):
         if task_id is not None:
             paths.validate_task_id(task_id)  # not a task id: the uniform 404
         check_subscriber(ctx, task_id)
-        on_postgres = get_store().is_postgres(ctx.host, ctx.queue)
+        on_postgres = stores.router().is_postgres(ctx.host, ctx.queue)
         position = start_position(request, rows=on_postgres)
         if not held_threads.take_stream():
             busy = sse_response([BUSY])
@@ -202,7 +202,7 @@ class EventStreamView(APIView):
         position: RowPosition | None,
     ) -> StreamingHttpResponse:
         """A PostgreSQL queue's stream: its store's event rows, from any web server."""
-        follower = get_store().follow_events(
+        follower = stores.router().postgres.follow_events(
             subscription.host,
             subscription.queue,
             after_id=position.row_id if position is not None else None,

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from queues import stores
 from queues.console import operations
 from queues.console.queue_page import Filter
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import NotFound, OrderKey, State, StoreError
 from queues.store.clock import now_ms
 from queues.store.selecting import key_of
@@ -77,11 +77,11 @@ class Tally:
 
 def plan(queue: Queue, found: Filter) -> Plan:
     """Count the filter's tasks now (the index alone, unless there is a field search)."""
-    store, selection = get_store(), found.selection()
+    host, name, selection = queue.host.name, queue.name, found.selection()
     cutoff = now_ms(None)  # before the count: whatever enters the status later is past it
     try:
-        first = store.find(queue.host.name, queue.name, selection, limit=1,
-                           budget=COUNT_BUDGET)  # fmt: skip
+        store = stores.of(host, name)
+        first = store.find(host, name, selection, limit=1, budget=COUNT_BUDGET)
         if first.count is not None:
             until = key_of(first.tasks[0]) if first.tasks else None
             return Plan(count=first.count, until=until, cutoff=cutoff)
@@ -89,9 +89,8 @@ def plan(queue: Queue, found: Filter) -> Plan:
             return Plan(count=0, until=None, cutoff=cutoff)
         until, count, after = key_of(first.tasks[0]), 0, None
         while True:  # oldest first up to the newest match, a block of records at a time
-            block = store.find(queue.host.name, queue.name, selection, newest_first=False,
-                               limit=COUNT_BLOCK, budget=COUNT_BLOCK, after=after,
-                               until=until)  # fmt: skip
+            block = store.find(host, name, selection, newest_first=False, limit=COUNT_BLOCK,
+                               budget=COUNT_BLOCK, after=after, until=until)  # fmt: skip
             count += len(block.tasks)
             if block.next_after is None:
                 return Plan(count=count, until=until, cutoff=cutoff)
@@ -117,7 +116,7 @@ def apply_chunk(
     the next chunk starts, or None when the walk is over."""
     chunk = chunk or CHUNK
     try:
-        page = get_store().find(
+        page = stores.of(queue.host.name, queue.name).find(
             queue.host.name, queue.name, found.selection(), newest_first=False,
             limit=chunk, after=after, until=until, budget=chunk * 4,
         )  # fmt: skip

@@ -13,12 +13,12 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import Http404
 from django.utils.safestring import SafeString
 
+from queues import stores
 from queues.auth.access import operated_queues
 from queues.console.activity import Activity, activity
 from queues.console.charts import activity_chart
 from queues.console.recent import Failure, recent_failures, workers_seen
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import InvalidItem, NotFound, QueueStats, StoreError, Task
 from queues.templatetags.readable import age_ms, percent
 from tasklogs.failure_lines import failure_key, failure_lines
@@ -84,7 +84,6 @@ def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboa
     """Every queue the user operates: the store's counts (from the names in its directories
     and its pending index, never a task file) and aggregate queries over the ingested events.
     The refresh leaves the recent failures out: it updates the table's numbers only."""
-    store = get_store()
     queues = list(operated_queues(user))
     now_s = now_ms // 1000
     keys = [(q.host.name, q.name) for q in queues]
@@ -93,7 +92,7 @@ def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboa
     rows = []
     for queue, key in zip(queues, keys, strict=True):
         try:
-            stats: QueueStats | None = store.stats(*key, now=now_ms)
+            stats: QueueStats | None = stores.of(*key).stats(*key, now=now_ms)
         except NotFound:
             stats = None
         day, chart = days[key], activity_chart(days[key], label=str(queue))
@@ -117,7 +116,7 @@ def operated_queue(user: User, host: str, name: str) -> Queue:
 
 def task_of(queue: Queue, task_id: str) -> Task:
     try:
-        return get_store().read(queue.host.name, queue.name, task_id)
+        return stores.of(queue.host.name, queue.name).read(queue.host.name, queue.name, task_id)
     except StoreError:
         raise Http404("No such task.") from None
 
@@ -130,7 +129,8 @@ TASK_ACTIONS: tuple[str, ...] = ("cancel", "retry", "requeue", "delete")
 def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:
     """Cancel, retry, requeue or delete a task as the operator `by` (their name goes on the
     event line); a refusal raises the store's error. Delete returns the task as it was."""
-    store, host, name = get_store(), queue.host.name, queue.name
+    host, name = queue.host.name, queue.name
+    store = stores.of(host, name)
     if action == "delete":
         return store.delete(host, name, task_id, by=by)
     verb = {"cancel": store.cancel, "retry": store.retry, "requeue": store.requeue}[action]
@@ -141,7 +141,7 @@ def edit_and_retry(queue: Queue, task_id: str, item_text: str, *, by: str | None
     """Retry a failed or cancelled task with the item the operator typed (JSON text), checked
     as a post's; InvalidItem when it is not JSON, or any refusal of the store's."""
     item = parse_item(item_text)
-    return get_store().retry(
+    return stores.of(queue.host.name, queue.name).retry(
         queue.host.name, queue.name, task_id, settings=queue.to_settings(), by=by, item=item
     )
 
@@ -156,7 +156,7 @@ def parse_item(text: str) -> Any:
 def repost(queue: Queue, task_id: str, *, by: str | None) -> Task:
     """A new task from the archived item of `task_id`, whether or not the store still holds it
     (NotArchived when the archive has no item of it)."""
-    posted = get_store().repost(
+    posted = stores.of(queue.host.name, queue.name).repost(
         queue.host.name, queue.name, task_id, settings=queue.to_settings(), by=by
     )
     return posted.task

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.http import QueryDict
 
+from queues import stores
 from queues.console.task_query import QueryError, Search, parse_search
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import STATUSES, NotFound, OrderKey, Selection, State, StateCounts, Task
 from queues.text.durations import readable_seconds
 
@@ -146,8 +146,8 @@ def queue_page(
     found, error = Filter.from_query(query)
     nothing = TaskList(rows=[], count=0, page=1, last_page=1, next_after=None, read=0)
     try:
-        counts: StateCounts | None = get_store().state_counts(queue.host.name, queue.name,
-                                                              now=now_ms)  # fmt: skip
+        store = stores.of(queue.host.name, queue.name)
+        counts: StateCounts | None = store.state_counts(queue.host.name, queue.name, now=now_ms)
         # A search that cannot be read shows no task and offers no action: "all matching"
         # must never quietly mean every task of the tab.
         tasks = nothing if error else task_list(
@@ -171,7 +171,7 @@ def actions_for(
 def task_list(queue: Queue, found: Filter, *, page: int, after: str | None) -> TaskList:
     """A page by number, or for a field search from its cursor (`after`)."""
     cursor = parse_cursor(after) if found.search.test else None
-    result = get_store().find(
+    result = stores.of(queue.host.name, queue.name).find(
         queue.host.name, queue.name, found.selection(), newest_first=found.newest_first,
         limit=PAGE_SIZE, offset=0 if found.search.test else (page - 1) * PAGE_SIZE,
         after=cursor, budget=SCAN_BUDGET,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from queues import stores
 from queues.auth.access import User
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import State, Task
 from tasklogs.failure_lines import failure_key, failure_lines
 from tasklogs.models import TaskEvent
@@ -95,7 +95,7 @@ def task_detail(queue: Queue, task: Task, *, now_ms: int, user: User | None = No
             :HISTORY
         ]
     )[::-1]
-    archived = get_store().has_archived_item(host, name, task.id)
+    archived = stores.of(host, name).has_archived_item(host, name, task.id)
     attempts = attempts_of(events)
     if user is not None:  # each failed attempt's reason, read with the user's rights
         lines = failure_lines(user, [attempt.ended for attempt in attempts if attempt.ended])

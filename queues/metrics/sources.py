@@ -24,10 +24,10 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery
 
+from queues import stores
 from queues.console.insight import EpochMs, task_events
 from queues.console.recent import workers_seen
 from queues.models import Queue
-from queues.services import get_store
 from queues.store import NotFound, QueueStats
 from tasklogs.health import ingest_lag
 from tasklogs.models import TaskEvent
@@ -70,7 +70,7 @@ def queue_stats(queues: dict[Key, Configured], *, now_ms: int) -> dict[Key, Queu
     """Each queue's counts from its store (files or PostgreSQL); None where its store could
     not answer (unreachable, refused): that queue's gauges are left out of the scrape. The
     store is the one `queues` names: the router would look each queue's up again."""
-    router = get_store()
+    router = stores.router()
     found: dict[Key, QueueStats | None] = {}
     for (host, name), configured in queues.items():
         try:

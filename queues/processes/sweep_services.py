@@ -17,7 +17,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
 from queues.store import StorageUnavailable
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreOf, StoreRouter
 from schedules.running import post_due_schedules
 from webhooks.notifying import notify
 
@@ -26,8 +26,12 @@ logger = logging.getLogger("taskhoster.sweep")
 
 def run_sweep_services(store: StoreRouter, *, now: dt.datetime | None = None) -> None:
     now = now or timezone.now()
-    for name, service in (("schedules", post_due_schedules), ("notifications", notify)):
-        _run(name, service, store, now)
+    # the schedules need each queue's store; the notifications the file store's day-files too
+    for name, service, reach in (
+        ("schedules", post_due_schedules, store.of),
+        ("notifications", notify, store),
+    ):
+        _run(name, service, reach, now)
 
 
 def run_sweep_services_every(
@@ -50,7 +54,9 @@ def run_sweep_services_every(
     return thread
 
 
-def _run(name: str, service: Callable[..., Any], store: StoreRouter, now: dt.datetime) -> None:
+def _run(
+    name: str, service: Callable[..., Any], store: StoreRouter | StoreOf, now: dt.datetime
+) -> None:
     # A fault in one of these (a receiver's odd answer, a bad row) is logged and the loop goes
     # on: the same loop times out tasks and hands lapsed leases to other workers, which must
     # not stop because a schedule or a webhook could not be served.

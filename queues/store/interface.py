@@ -4,12 +4,13 @@ Two classes implement it: QueueStore (the file store, store.py) and PostgresStor
 (queues/store_pg). Each method has QueueStore's signature and answers with the same values
 (Task, PostResult, Reported, ...) and the same refusals (errors.py), so a caller never knows
 which store a queue uses. What only the file store has (its directories, `queue_dirs`, and its
-StoreConfig) stays out of the interface.
+StoreConfig) stays out of the interface. Each store holds mypy's proof that it answers every
+method as declared, next to its class: this module imports neither.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .batch import PostEntry, Report
 from .errors import StoreError
@@ -18,6 +19,7 @@ from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
 from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings
 from .sweep import SweepReport
+from .sweep_preview import SweepPreview
 
 
 class TaskStore(Protocol):
@@ -244,10 +246,8 @@ class TaskStore(Protocol):
         safe beside another sweep of the same queue in another process."""
         ...
 
-
-if TYPE_CHECKING:
-    from .store import QueueStore
-
-    def _file_store_is_a_task_store(store: QueueStore) -> TaskStore:
-        """mypy's proof that QueueStore implements every method above, as declared."""
-        return store
+    def preview_sweep(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepPreview:
+        """What the next sweep would do to the queue with `settings`; changes nothing."""
+        ...

@@ -6,7 +6,8 @@
 - working: progress, finish, finish_many, fail
 - listing: list_tasks, stats
 - selecting: find, state_counts (the console's queue page)
-- sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store)
+- sweep: sweep_queue, sweep_all, preview_sweep (module-level functions here, taking the store;
+  sweep_queue and preview_sweep methods too, as TaskStore asks)
 
 What they share (directories, pending indexes, the lock, the event log, and `apply`, the one
 place a record is written and logged) is the QueueCore in core.py.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
 from .batch import PostEntry, Report
@@ -394,6 +395,12 @@ class QueueStore:
         kind of store the same way."""
         return sweep_queue(self, host, queue, settings, now=now_ms(now))
 
+    def preview_sweep(
+        self, host: str, queue: str, settings: QueueSettings, *, now: int | None = None
+    ) -> SweepPreview:
+        """The module's preview_sweep as a method, as TaskStore asks."""
+        return preview_sweep(self, host, queue, settings, now=now)
+
 
 def sweep_queue(
     store: TaskStore, host: str, queue: str, settings: QueueSettings, *, now: int
@@ -420,3 +427,10 @@ def preview_sweep(
 ) -> SweepPreview:
     """What the next sweep would do to the queue with `settings`; changes nothing."""
     return sweep_preview.preview_queue(store.core, host, queue, settings, now=now)
+
+
+if TYPE_CHECKING:
+
+    def _file_store_is_a_task_store(store: QueueStore) -> TaskStore:
+        """mypy's proof that QueueStore implements every TaskStore method, as declared."""
+        return store

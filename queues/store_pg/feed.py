@@ -12,7 +12,7 @@ none can appear later. Only then may a cursor move to `top`.
 
 Unrelated long transactions (another database's, an idle psql session) do not hold the horizon
 back; only a transaction that writes event rows does, and the store's are short. Waiting for
-the writers is the caller's (queues/pg_events.py): the store does not sleep.
+the writers is the caller's (queues/stores/pg_events.py): the store does not sleep.
 """
 
 from __future__ import annotations

@@ -19,11 +19,12 @@ import orjson
 import pytest
 from rest_framework.test import APIClient
 
+from queues import stores
 from queues.auth.tokens import issue_token
 from queues.models import Queue
-from queues.services import get_or_create_user, get_store, grant
+from queues.services import get_or_create_user, grant
 from queues.store import NotFound, Task
-from queues.store_router import StoreRouter
+from queues.store.interface import TaskStore
 
 HOST, QUEUE = "task.example.com", "resize"
 OTHER_QUEUE = (HOST, "thumbs")
@@ -50,8 +51,9 @@ class World:
     clients: dict[str, APIClient] = field(default_factory=dict)
 
     @property
-    def store(self) -> StoreRouter:
-        return get_store()
+    def store(self) -> TaskStore:
+        """The store of the world's queues (all of one kind)."""
+        return stores.router().backend(self.kind)
 
     @property
     def on_postgres(self) -> bool:
@@ -62,7 +64,7 @@ class World:
         nothing: every file under the store's directories, or on PostgreSQL every task row
         (id and rev) and event row of the world's queues."""
         if not self.on_postgres:
-            return tree(Path(self.store.config.items_dir).parent)
+            return tree(Path(stores.router().config.items_dir).parent)
         held = {}
         for queue in self.queues.values():
             place = (queue.host.name, queue.name)
@@ -70,7 +72,7 @@ class World:
                 tasks = self.store.list_tasks(*place, limit=1000).tasks
             except NotFound:  # nothing ever posted there
                 tasks = []
-            events = self.store.events_since(*place, 0, 10_000)
+            events = stores.router().postgres.events_since(*place, 0, 10_000)
             held[place] = (sorted((task.id, task.rev) for task in tasks), len(events))
         return held
 
@@ -101,11 +103,12 @@ class World:
     def events(self, task_id: str) -> list[dict[str, Any]]:
         """The task's lines in the event log, oldest first."""
         if self.on_postgres:  # the store's event rows, as lines
+            rows = stores.router().postgres.events_since
             return [line for queue in self.queues.values()
-                    for _, line in self.store.events_since(queue.host.name, queue.name, 0, 10_000)
+                    for _, line in rows(queue.host.name, queue.name, 0, 10_000)
                     if line["id"] == task_id]  # fmt: skip
         lines = []
-        for day in sorted((self.store.config.logs_dir / "tasks").glob("*.jsonl")):
+        for day in sorted((stores.router().config.logs_dir / "tasks").glob("*.jsonl")):
             for raw in day.read_bytes().splitlines():
                 line = orjson.loads(raw)
                 if line["id"] == task_id:

@@ -4,7 +4,7 @@ twice) and an entry's alone (a lapsed lease answers 409 in its slot, never the b
 
 import pytest
 
-from queues.services import get_store
+from queues import stores
 from tests.api.conftest import HOST, QUEUE, url
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +62,7 @@ def test_a_batch_post_answers_each_status_view_in_order(world):
     ],
 )
 def test_one_bad_entry_refuses_the_batch_by_its_index_and_writes_nothing(world, tasks, code, index):
-    get_store().create_queue(HOST, QUEUE)
+    stores.of(HOST, QUEUE).create_queue(HOST, QUEUE)
     before = world.written()
     r = post_batch(world, tasks)
     assert r.status_code == 400
@@ -85,7 +85,7 @@ def test_a_key_used_with_another_item_is_422_naming_its_entry(world):
 
 def test_a_batch_past_max_pending_is_429_and_writes_nothing(world, make_queue):
     make_queue(HOST, QUEUE, max_pending=2)
-    get_store().create_queue(HOST, QUEUE)
+    stores.of(HOST, QUEUE).create_queue(HOST, QUEUE)
     before = world.written()
     r = post_batch(world, [{"item": {}}] * 3)
     assert r.status_code == 429 and r.json()["code"] == "queue_full" and r["Retry-After"]
@@ -145,7 +145,9 @@ def test_a_batch_finish_answers_each_entry(world):
 def test_a_lapsed_lease_answers_409_in_its_slot_and_the_others_finish(world, make_queue):
     queue = make_queue(HOST, QUEUE, lease_seconds=1)
     tasks = claim_many(world, 2)
-    get_store().sweep_queue(HOST, QUEUE, queue.to_settings(), now=tasks[0]["lease"]["until"] + 1)
+    stores.of(HOST, QUEUE).sweep_queue(
+        HOST, QUEUE, queue.to_settings(), now=tasks[0]["lease"]["until"] + 1
+    )
     again = (
         world.client("bob")
         .post(url(HOST, QUEUE, "claim"), {"worker": "box-1", "max": 1}, format="json")

@@ -24,7 +24,7 @@ class BrokenStore:
 
 @pytest.fixture
 def broken_store(monkeypatch):
-    monkeypatch.setattr(actions, "get_store", BrokenStore)
+    monkeypatch.setattr(actions.stores, "of", lambda host, queue: BrokenStore())
 
 
 @pytest.mark.parametrize(

@@ -321,10 +321,8 @@ def test_a_transition_the_store_refuses_is_a_logged_500_internal(world, monkeypa
         # a cancel that (wrongly) finishes the pending task: the table refuses it in apply
         current = store.read(host, queue, task_id)
         wrong = current.replace(status=State.FINISHED, updated_at=current.updated_at + 1)
-        with store.files.queue_dirs(host, queue) as qd:
-            return store.files.core.apply(
-                qd, "pending", current, wrong, "result", now=current.updated_at
-            )
+        with store.queue_dirs(host, queue) as qd:
+            return store.core.apply(qd, "pending", current, wrong, "result", now=current.updated_at)
 
     monkeypatch.setattr(store, "cancel", buggy_cancel)
     with caplog.at_level("ERROR", logger="queues.api.errors"):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from queues.services import get_store
+from queues import stores
 from queues.store import files
 from tests.api.conftest import HOST, QUEUE, url
 
@@ -285,7 +285,7 @@ def test_a_stale_worker_cannot_overwrite_the_work_of_the_next(world):
     first = claim(world).json()
     settings = world.queues["own"].to_settings()
     lapsed = first["lease"]["until"] + 1
-    get_store().sweep_queue(HOST, QUEUE, settings, now=lapsed)
+    stores.of(HOST, QUEUE).sweep_queue(HOST, QUEUE, settings, now=lapsed)
     assert world.store.read(HOST, QUEUE, task.id).status == "pending"
     second = claim(world, worker="box-2")
     assert second.status_code == 200 and second.json()["attempts"] == 2

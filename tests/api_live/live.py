@@ -115,8 +115,9 @@ class LiveServer:
         if "Unknown command" in done.stderr:
             code = (
                 "import django; django.setup()\n"
-                "from queues.services import get_store, queue_settings_for\n"
-                "print(get_store().sweep_all(queue_settings_for))\n"
+                "from queues import stores\n"
+                "from queues.services import queue_settings_for\n"
+                "print(stores.router().sweep_all(queue_settings_for))\n"
             )
             argv = [sys.executable, "-c", code]
             done = subprocess.run(argv, env=self.env(), cwd=ROOT, check=False,

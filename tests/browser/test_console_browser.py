@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
+from queues import stores
 from queues.models import Queue
-from queues.services import get_store
 from queues.text.durations import readable_seconds
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -56,8 +56,9 @@ def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_s
     page.goto(f"{live_server.url}/")
     row = page.locator('tr[data-queue="task.example.com/resize"]')
     assert row.locator('[data-field="pending"]').inner_text() == "0"
-    task = get_store().post("task.example.com", "resize", {"x": "<b>hi</b>"},
-                            settings=queue.to_settings(), posted_by="admin").task  # fmt: skip
+    where = ("task.example.com", "resize")
+    task = stores.of(*where).post(*where, {"x": "<b>hi</b>"}, settings=queue.to_settings(),
+                                  posted_by="admin").task  # fmt: skip
     # The dashboard refreshes itself: the new task shows up without a reload.
     expect(row.locator('[data-field="pending"]')).to_have_text("1", timeout=10_000)
     shoot(page, "dashboard")
@@ -67,7 +68,10 @@ def test_admin_creates_a_queue_then_watches_a_task_on_the_dashboard(page, live_s
     assert page.locator("pre.payload").first.inner_text().count("<b>hi</b>") == 1
     page.click("button:has-text('Cancel')")
     expect(page.locator(".messages")).to_contain_text("cancel done, now cancelled")
-    assert get_store().read("task.example.com", "resize", task.id).status == "cancelled"
+    assert (
+        stores.of("task.example.com", "resize").read("task.example.com", "resize", task.id).status
+        == "cancelled"
+    )
 
 
 def test_admin_creates_a_token_that_is_shown_once(page, live_server):
@@ -104,8 +108,9 @@ def test_operator_follows_a_task_to_its_log_timeline_and_opens_a_payload_in_a_ne
 
     User.objects.create_superuser("admin", password="a-long-admin-password")
     queue, _ = save_queue("task.example.com", "resize", archive_payloads=True)
-    task = get_store().post("task.example.com", "resize", {"url": "<script>x</script>"},
-                            settings=queue.to_settings(), posted_by="admin").task  # fmt: skip
+    where = ("task.example.com", "resize")
+    task = stores.of(*where).post(*where, {"url": "<script>x</script>"},
+                                  settings=queue.to_settings(), posted_by="admin").task  # fmt: skip
     call_command("ingest_tasklogs", verbosity=0)
 
     log_in(page, live_server, "admin", "a-long-admin-password")

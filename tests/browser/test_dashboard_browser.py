@@ -9,7 +9,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from queues.services import get_store, grant, save_queue
+from queues import stores
+from queues.services import grant, save_queue
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 from tests.console_events import lifecycle, now_ms
 
@@ -34,7 +35,7 @@ def a_day_of_work() -> None:
     for i in range(20):
         lifecycle(f"{i:016x}", now - (i * 40 + 5) * MIN, ("claimed", 900), ("result", 2_000),
                   ("fetched", 2_500), queue="send", host="mail.example.com")  # fmt: skip
-    store = get_store()
+    store = stores.of("task.example.com", "resize")
     for n in range(3):
         store.post("task.example.com", "resize", {"n": n}, settings=queue.to_settings(),
                    posted_by="admin")  # fmt: skip
@@ -57,8 +58,8 @@ def test_the_dashboard_fits_a_desktop_and_a_phone_and_refreshes_itself(page, liv
 
     # Refreshed in place: a new task shows without a reload.
     queue = save_queue("task.example.com", "resize")[0]
-    get_store().post("task.example.com", "resize", {"n": 9}, settings=queue.to_settings(),
-                     posted_by="admin")  # fmt: skip
+    where = ("task.example.com", "resize")
+    stores.of(*where).post(*where, {"n": 9}, settings=queue.to_settings(), posted_by="admin")
     expect(row.locator('[data-field="pending"]')).to_have_text("4", timeout=15_000)
     # the refreshed cells carry the server's words, as the page came
     expect(never.locator('[data-field="oldest_pending_ms"]')).to_have_text("—")
@@ -131,7 +132,11 @@ def test_an_operator_reads_the_insight_page_on_a_desktop_and_a_phone(page, live_
 def test_the_other_pages_fit_a_phone_too(page, live_server, shoot):
     User.objects.create_superuser("admin", password="a-long-admin-password")
     a_day_of_work()
-    task = get_store().list_tasks("task.example.com", "resize", limit=1).tasks[0]
+    task = (
+        stores.of("task.example.com", "resize")
+        .list_tasks("task.example.com", "resize", limit=1)
+        .tasks[0]
+    )
     page.set_viewport_size(PHONE)
     log_in(page, live_server, "admin", "a-long-admin-password")
     for name, path in [

@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from queues.services import get_store, save_queue
+from queues import stores
+from queues.services import save_queue
 from tasklogs.links import payload_url
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
@@ -25,7 +26,7 @@ TRACEBACK = (
 
 def a_failed_task(store_dirs) -> str:
     queue, _ = save_queue(HOST, "resize", archive_payloads=True, max_attempts=1)
-    settings, store = queue.to_settings(), get_store()
+    settings, store = queue.to_settings(), stores.of(HOST, "resize")
     task = store.post(HOST, "resize", {"path": "/srv/uploads/x"}, settings=settings,
                       posted_by="admin").task  # fmt: skip
     store.claim(HOST, "resize", settings=settings, worker="box-1")

@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from queues.services import get_store, save_queue
+from queues import stores
+from queues.services import save_queue
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,7 +20,7 @@ HOST, NAME = "task.example.com", "thumbnails-for-the-very-long-named-gallery"
 def some_work(store_dirs) -> str:
     """A queue with a finished task, a failed one and a pending one, its events ingested."""
     queue, _ = save_queue(HOST, NAME, max_attempts=1)
-    settings, store = queue.to_settings(), get_store()
+    settings, store = queue.to_settings(), stores.of(HOST, NAME)
     ids = [store.post(HOST, NAME, {"url": f"https://cdn.example/gallery/{n}/" + "x" * 60},
                       settings=settings, posted_by="app").task.id for n in range(3)]  # fmt: skip
     for _ in range(2):

@@ -8,8 +8,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
+from queues import stores
 from queues.auth.tokens import issue_token
-from queues.services import get_store, grant, save_queue
+from queues.services import grant, save_queue
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -80,11 +81,11 @@ def test_an_operator_finds_tasks_by_their_item_and_cancels_them_all_by_filter(
     expect(page.locator("h1")).to_have_text("Cancel 7 tasks?")
     expect(page.locator("[data-count]")).to_have_text("7")
     shoot(page, "confirm")
-    assert {get_store().read(HOST, NAME, i).status for i in wanted} == {"pending"}
+    assert {stores.of(HOST, NAME).read(HOST, NAME, i).status for i in wanted} == {"pending"}
     page.keyboard.press("Enter")  # the confirm button has the focus
     expect(page.locator(".messages")).to_contain_text("cancel: 7 done, 0 refused.")
-    assert {get_store().read(HOST, NAME, i).status for i in wanted} == {"cancelled"}
-    assert {get_store().read(HOST, NAME, i).status for i in kept} == {"pending"}
+    assert {stores.of(HOST, NAME).read(HOST, NAME, i).status for i in wanted} == {"cancelled"}
+    assert {stores.of(HOST, NAME).read(HOST, NAME, i).status for i in kept} == {"pending"}
 
     page.click('[data-tab="cancelled"]')
     expect(page.locator('[data-tab="cancelled"] .count')).to_have_text("7")

@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from queues.services import get_store, grant, save_queue
+from queues import stores
+from queues.services import grant, save_queue
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -38,7 +39,7 @@ def operator():
 
 
 def failed_task(queue, item):
-    store, settings = get_store(), queue.to_settings()
+    store, settings = stores.of(HOST, "resize"), queue.to_settings()
     task = store.post(HOST, "resize", item, settings=settings, posted_by="alice").task
     store.claim(HOST, "resize", settings=settings, worker="box-1")
     store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=1,
@@ -68,7 +69,7 @@ def test_an_operator_edits_a_failed_tasks_item_and_retries_it(page, live_server,
     expect(page.locator(".messages")).to_contain_text("item edited and retried, now pending")
     expect(page.locator("h1")).to_contain_text("pending")
     expect(page.locator("pre.payload").first).to_contain_text("http://example.com/a.png")
-    now = get_store().read(HOST, "resize", task.id)
+    now = stores.of(HOST, "resize").read(HOST, "resize", task.id)
     assert now.item == {"url": "http://example.com/a.png"} and now.status == "pending"
 
     call_command("ingest_tasklogs", verbosity=0)
@@ -86,8 +87,8 @@ def test_an_operator_reposts_a_cleaned_task_from_its_archive(page, live_server, 
     old = failed_task(operator, {"url": "http://example.com/b.png"})
     settings = operator.to_settings()
     # retention ends: the sweep deletes the task from the store; its log and archive stay
-    report = get_store().sweep_queue(HOST, "resize", settings,
-                         now=get_store().read(HOST, "resize", old.id).finished_at
+    report = stores.of(HOST, "resize").sweep_queue(HOST, "resize", settings,
+                         now=stores.of(HOST, "resize").read(HOST, "resize", old.id).finished_at
                          + settings.retain_seconds * 1000 + 1)  # fmt: skip
     assert report.cleaned == 1
     call_command("ingest_tasklogs", verbosity=0)
@@ -108,7 +109,7 @@ def test_an_operator_reposts_a_cleaned_task_from_its_archive(page, live_server, 
 
     page.click("button:has-text('Re-post as a new task')")
     expect(page.locator(".messages")).to_contain_text(f"Re-posted {old.id} as the new task")
-    [new] = get_store().list_tasks(HOST, "resize").tasks
+    [new] = stores.of(HOST, "resize").list_tasks(HOST, "resize").tasks
     assert new.id != old.id and new.reposted_from == old.id
     assert new.item == {"url": "http://example.com/b.png"}
     expect(page.locator("h1")).to_contain_text(new.id)
@@ -143,4 +144,4 @@ def test_an_admin_previews_the_sweep_before_shortening_retention(page, live_serv
     page.click("input[name=_save]")
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
     queue.refresh_from_db()
-    assert queue.retain_seconds == 0 and get_store().read(HOST, "resize", done.id)
+    assert queue.retain_seconds == 0 and stores.of(HOST, "resize").read(HOST, "resize", done.id)

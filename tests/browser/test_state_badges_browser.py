@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from queues.services import get_store, save_queue
+from queues import stores
+from queues.services import save_queue
 from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -15,7 +16,7 @@ HOST, NAME = "task.example.com", "resize"
 
 def one_task_in_each_state() -> dict[str, str]:
     queue, _ = save_queue(HOST, NAME)
-    settings, store = queue.to_settings(), get_store()
+    settings, store = queue.to_settings(), stores.of(HOST, NAME)
 
     def post(n: int) -> str:
         return store.post(HOST, NAME, {"n": n}, settings=settings, posted_by="app").task.id

@@ -5,10 +5,11 @@ import json
 import pytest
 from rest_framework.test import APIRequestFactory
 
+from queues import stores
 from queues.api import held_threads
 from queues.api.events import EventStreamView
 from queues.auth.tokens import issue_token
-from queues.services import get_store, grant
+from queues.services import grant
 
 HOST, QUEUE = "task.example.com", "resize"
 
@@ -78,8 +79,14 @@ def test_a_producer_follows_only_its_own_task(queue):
     producer = token_for("paul", "producer")
     token_for("petra", "producer")
     settings = queue.to_settings()
-    own = get_store().post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="paul").task
-    other = get_store().post(HOST, QUEUE, {"n": 2}, settings=settings, posted_by="petra").task
+    own = (
+        stores.of(HOST, QUEUE).post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="paul").task
+    )
+    other = (
+        stores.of(HOST, QUEUE)
+        .post(HOST, QUEUE, {"n": 2}, settings=settings, posted_by="petra")
+        .task
+    )
     assert subscribe(producer, task=own.id).status_code == 200
     assert refusal(subscribe(producer, task=other.id)) == (404, "not_found")
     assert refusal(subscribe(producer, task="0" * 16)) == (404, "not_found")
@@ -137,7 +144,7 @@ def test_a_heartbeat_reaches_no_subscriber(queue):
     """The stream follows the log: a progress call without a body writes no line, so the
     subscribers see the progress that said something and the result, not the beats."""
     settings = queue.to_settings()
-    store = get_store()
+    store = stores.of(HOST, QUEUE)
     task = store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="paul").task
     store.claim(HOST, QUEUE, settings=settings, worker="box-1")
     stream = subscribe(token_for("olga", "operator"), task=task.id)
@@ -182,7 +189,7 @@ def frames_until(response, event: str, most: int = 400) -> list[dict[str, str]]:
 @pytest.mark.django_db  # before the streams close (close_streams)
 def test_an_operator_follows_a_postgres_queue_and_resumes_after_the_last_row(pg_queue):
     operator = token_for("olga", "operator")
-    store, settings = get_store(), pg_queue.to_settings()
+    store, settings = stores.of(HOST, QUEUE), pg_queue.to_settings()
     store.post(HOST, QUEUE, {"n": 0}, settings=settings, posted_by=None)  # before: not sent
     stream = subscribe(operator)
     task = store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by=None).task
@@ -199,10 +206,10 @@ def test_an_operator_follows_a_postgres_queue_and_resumes_after_the_last_row(pg_
 @pytest.mark.django_db  # before the streams close (close_streams)
 def test_a_producer_follows_its_own_task_on_a_postgres_queue(pg_queue):
     producer = token_for("paul", "producer")
-    own = get_store().post(HOST, QUEUE, {"n": 1}, settings=pg_queue.to_settings(),
+    own = stores.of(HOST, QUEUE).post(HOST, QUEUE, {"n": 1}, settings=pg_queue.to_settings(),
                            posted_by="paul").task  # fmt: skip
     stream = subscribe(producer, task=own.id)
-    get_store().cancel(HOST, QUEUE, own.id, settings=pg_queue.to_settings())
+    stores.of(HOST, QUEUE).cancel(HOST, QUEUE, own.id, settings=pg_queue.to_settings())
     assert own.id in frames_until(stream, "cancelled")[-1]["data"]
 
 
@@ -221,7 +228,7 @@ def test_a_postgres_queue_stream_finds_its_rows_by_an_index_of_task_logs_table(p
     import psycopg
     from psycopg import sql
 
-    from queues.pg_location import TASK_LOGS_TABLE
+    from queues.stores.pg_location import TASK_LOGS_TABLE
 
     if not pg_store.shares_console_db:
         pytest.skip("the store's events are in its own th_events table (tests/store cover it)")

@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from queues.services import get_store
+from queues import stores
 from schedules.models import Schedule
 
 # A Monday 10:00:20 UTC: the passes below run a little after each due minute.
@@ -21,7 +21,7 @@ def make_schedule(make_queue):
         queue = queue or make_queue()
         # this server serves the queue: its directories are here (a file queue's schedule is
         # posted only where they are), as a first post or claim would have made them
-        get_store().create_queue(queue.host.name, queue.name)
+        stores.of(queue.host.name, queue.name).create_queue(queue.host.name, queue.name)
         schedule = Schedule(queue=queue, name=name, active_since=active_since, **fields)
         schedule.full_clean()
         schedule.save()

@@ -14,16 +14,16 @@ def main() -> None:
     start, count, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskhoster_site.settings")
     django.setup()
-    from queues.services import get_store
+    from queues import stores
     from schedules.running import post_due_schedules
 
-    store = get_store()
+    store = stores.router()
     while not os.path.exists(go):  # both processes start their passes together
         time.sleep(0.01)
     posted = 0
     for minute in range(count):
         now = dt.datetime.fromtimestamp(start + 60 * minute, dt.UTC)
-        posted += post_due_schedules(store, now=now).posted
+        posted += post_due_schedules(store.of, now=now).posted
     print(posted)
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from queues.services import get_store
+from queues import stores
 from schedules.models import Schedule
 from schedules.running import post_due_schedules
 
@@ -64,7 +64,7 @@ def test_a_valid_schedule_saved_in_the_admin_counts_its_runs_from_then(admin_cli
 
 def test_the_queue_page_shows_next_and_last_runs_with_the_task_linked(admin_client, make_schedule):
     schedule = make_schedule(cron="0 * * * *")
-    post_due_schedules(get_store(), now=T0)
+    post_due_schedules(stores.of, now=T0)
     schedule.refresh_from_db()
     queue = schedule.queue
     page = admin_client.get(f"/console/{queue.host.name}/{queue.name}/").content.decode()

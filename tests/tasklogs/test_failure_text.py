@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
-from queues.services import get_store
+from queues import stores
 from queues.text.error_line import error_line
 from queues.text.readable_json import readable_json_html
 from tasklogs.links import payload_url
@@ -40,7 +40,7 @@ def staff(client):
 def failed_task(make_queue, day_dir, *, archive: bool, store_kind: str = "files"):
     """A task whose one attempt failed with BODY, its events ingested into Task Logs."""
     queue = make_queue(HOST, "resize", archive_payloads=archive, max_attempts=1, store=store_kind)
-    settings, store = queue.to_settings(), get_store()
+    settings, store = queue.to_settings(), stores.of(HOST, "resize")
     now = DAY1 * 1000
     task = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None, now=now).task
     store.claim(HOST, "resize", settings=settings, worker="box-1", now=now + 1000)
@@ -121,7 +121,7 @@ def test_recent_failures_show_the_errors_first_line(staff, make_queue, day_dir) 
 
 def test_a_failure_whose_body_is_gone_says_only_how_it_ended(staff, make_queue, day_dir) -> None:
     task = failed_task(make_queue, day_dir, archive=False)
-    get_store().delete(HOST, "resize", task.id)
+    stores.of(HOST, "resize").delete(HOST, "resize", task.id)
     html = staff.get("/").content.decode()
     section = html[html.index('id="failures-title"') :]
     assert '<td class="failure-how card-early card-wide">failed</td>' in section

@@ -17,10 +17,10 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from psycopg import sql
 
-from queues import pg_events
 from queues.store import QueueSettings
 from queues.store.eventlog import NO_REASON
 from queues.store_pg import PgStoreConfig, PostgresStore
+from queues.stores import pg_events
 from tasklogs.models import IngestCursor, TaskEvent
 from tasklogs.store_events import copy_store_events
 
@@ -185,10 +185,10 @@ def test_a_site_without_postgres_queues_does_not_connect_to_the_store(
 def test_the_command_copies_them_only_from_a_store_in_another_database(
     pg_store, make_queue
 ) -> None:
-    from queues.services import get_store
+    from queues import stores
 
     make_queue(HOST, QUEUE, store="postgres")
-    store = get_store().postgres
+    store = stores.router().postgres
     lifecycle(store, 2)
     call_command("ingest_tasklogs")
     copied = TaskEvent.objects.filter(file="postgres").count()

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
-from queues.services import get_store
+from queues import stores
 
 from .conftest import DAY1
 
@@ -29,7 +29,7 @@ def attempt_rows(html: str) -> list[list[str]]:
 
 def test_each_attempt_shows_its_wait_its_run_and_why_it_failed(client, make_queue, day_dir):
     queue = make_queue(HOST, "resize", max_attempts=3, backoff_seconds=5, archive_payloads=True)
-    settings, store = queue.to_settings(), get_store()
+    settings, store = queue.to_settings(), stores.of(HOST, "resize")
     t0 = DAY1 * 1000
     task = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None, now=t0).task
     work = {"settings": settings, "worker": "box-1"}

@@ -178,10 +178,14 @@ def test_the_timeline_shows_every_event_with_sizes_and_payload_links(staff, logg
 
 
 def test_the_timeline_shows_the_task_as_the_store_holds_it(staff, queues, day_dir) -> None:
-    from queues.services import get_store
+    from queues import stores
 
     settings = queues[0].to_settings()
-    task = get_store().post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None).task
+    task = (
+        stores.of(HOST, "resize")
+        .post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None)
+        .task
+    )
     ingest_directory(day_dir)  # the store's own "posted" line
     html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", task.id])).content.decode()
     assert 'Now in the store: <strong class="status-pending">pending</strong>' in html
@@ -447,10 +451,10 @@ def test_each_events_payload_link_opens_that_attempts_body(
     from the database's archive."""
     from django.core.management import call_command
 
-    from queues.services import get_store
+    from queues import stores
 
     queue = make_queue(HOST, "retries", archive_payloads=True, max_attempts=3, store=store_kind)
-    settings, store = queue.to_settings(), get_store()
+    settings, store = queue.to_settings(), stores.of(HOST, "retries")
     now = DAY1 * 1000
     task = store.post(HOST, "retries", {"n": 1}, settings=settings, posted_by=None, now=now).task
     report = {"settings": settings, "worker": "box-1"}

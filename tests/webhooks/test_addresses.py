@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from queues.services import get_store
+from queues import stores
 from webhooks.addresses import RefusedAddress, check_url, refused_reason
 from webhooks.models import Delivery, Notification, Webhook
 from webhooks.notifying import notify
@@ -104,7 +104,7 @@ def test_a_url_saved_when_allowed_is_refused_at_send_once_disallowed(
 ):
     failed_task(hooked_queue)
     settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = False
-    assert notify(get_store(), now=timezone.now()).failed == 1
+    assert notify(stores.router(), now=timezone.now()).failed == 1
     assert receiver.connections == 0  # refused before any connection to the live receiver
     (delivery,) = Delivery.objects.all()
     assert delivery.status_code is None
@@ -117,7 +117,7 @@ def test_a_name_that_resolves_to_loopback_at_send_time_is_refused(hooked_queue, 
     Webhook.objects.update(url=f"http://localhost:{port}/hook")
     failed_task(hooked_queue)
     settings.TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = False
-    notify(get_store(), now=timezone.now())
+    notify(stores.router(), now=timezone.now())
     assert receiver.connections == 0
     assert "localhost is refused: 127.0.0.1 is a loopback address" in Delivery.objects.get().error
     assert Notification.objects.get().state == "pending"  # tried again later, refused again
@@ -126,6 +126,6 @@ def test_a_name_that_resolves_to_loopback_at_send_time_is_refused(hooked_queue, 
 def test_a_url_changed_in_the_database_to_ftp_is_never_called(hooked_queue, receiver):
     Webhook.objects.update(url="ftp://127.0.0.1/x")  # bypassing the form's validation
     failed_task(hooked_queue)
-    notify(get_store(), now=timezone.now())
+    notify(stores.router(), now=timezone.now())
     assert receiver.connections == 0
     assert "Only http and https URLs are called, not ftp" in Delivery.objects.get().error

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from queues.services import get_store
+from queues import stores
 from webhooks.models import Notification, Webhook
 from webhooks.notifying import notify
 
@@ -31,7 +31,7 @@ def admin_client():
 def test_every_admin_page_opens(admin_client, hooked_queue, receiver, model):
     receiver.answers.append(500)
     failed_task(hooked_queue)
-    notify(get_store(), now=timezone.now())
+    notify(stores.router(), now=timezone.now())
     assert admin_client.get(f"/admin/webhooks/{model}/").status_code == 200
     # the row's own key: PostgreSQL's sequences do not restart between tests
     pk = apps.get_model("webhooks", model).objects.values_list("pk", flat=True).first()
@@ -65,9 +65,9 @@ def test_the_queue_page_lists_notifications_and_each_try(admin_client, hooked_qu
     receiver.answers.append(500)
     task = failed_task(hooked_queue)
     now = timezone.now()
-    notify(get_store(), now=now)
+    notify(stores.router(), now=now)
     note = Notification.objects.get()
-    notify(get_store(), now=note.next_try_at)
+    notify(stores.router(), now=note.next_try_at)
     page = admin_client.get(f"/console/{hooked_queue.host.name}/{hooked_queue.name}/")
     text = html.unescape(page.content.decode())
     assert receiver.url in text

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from queues.services import get_store
+from queues import stores
 from webhooks.delivering import MAX_TRIES, RETRY_DELAYS
 from webhooks.failures import notify_failures
 from webhooks.models import Delivery, LogCursor, Notification, State, Webhook
@@ -27,8 +27,9 @@ SECOND = dt.timedelta(seconds=1)
 
 def failed_task(queue, *, retry: bool = False):
     """A task its worker fails (with no retry, unless asked): the store logs `failed`."""
-    store, settings = get_store(), queue.to_settings()
+    settings = queue.to_settings()
     host, name = queue.host.name, queue.name
+    store = stores.of(host, name)
     task = store.post(host, name, {"n": 1}, settings=settings, posted_by="alice").task
     claimed = store.claim(host, name, settings=settings, worker="box-1")[0]
     reported = store.fail(
@@ -48,7 +49,7 @@ def verify(request, secret: str) -> bool:
 def test_a_failed_task_reaches_the_receiver_signed(hooked_queue, receiver):
     task = failed_task(hooked_queue)
     now = timezone.now()
-    report = notify(get_store(), now=now)
+    report = notify(stores.router(), now=now)
     assert (report.made, report.delivered, report.failed) == (1, 1, 0)
     (request,) = receiver.requests
     assert receiver.connections == 1
@@ -60,14 +61,14 @@ def test_a_failed_task_reaches_the_receiver_signed(hooked_queue, receiver):
     assert not verify(request, "another secret")
     body = json.loads(request.body)
     assert (body["event"], body["reason"]) == ("task.failed", "failed")
-    assert body["task"] == get_store().read(hooked_queue.host.name, hooked_queue.name,
-                                            task.id).status_view()  # fmt: skip
+    where = (hooked_queue.host.name, hooked_queue.name)
+    assert body["task"] == stores.of(*where).read(*where, task.id).status_view()
     assert body["task"]["status"] == "failed" and body["task"]["result"] == {"why": "broken"}
     note = Notification.objects.get()
     assert (note.state, note.tries, note.task_id) == (State.DELIVERED, 1, task.id)
     assert request.headers["Taskhoster-Notification"] == str(note.pk)
     # The next pass has nothing new to read and nothing to send.
-    assert notify(get_store(), now=now + SECOND) == type(report)(made=0, delivered=0, failed=0)
+    assert notify(stores.router(), now=now + SECOND) == type(report)(made=0, delivered=0, failed=0)
     assert len(receiver.requests) == 1
 
 
@@ -77,11 +78,11 @@ def test_a_receiver_answering_500_then_200_gets_it_twice_and_both_are_recorded(
     receiver.answers.extend([500])
     failed_task(hooked_queue)
     now = timezone.now()
-    assert notify(get_store(), now=now).failed == 1
+    assert notify(stores.router(), now=now).failed == 1
     note = Notification.objects.get()
     assert (note.state, note.tries, note.next_try_at) == (State.PENDING, 1, now + RETRY_DELAYS[0])
-    assert notify(get_store(), now=now + RETRY_DELAYS[0] - SECOND).delivered == 0  # not yet
-    assert notify(get_store(), now=now + RETRY_DELAYS[0]).delivered == 1
+    assert notify(stores.router(), now=now + RETRY_DELAYS[0] - SECOND).delivered == 0  # not yet
+    assert notify(stores.router(), now=now + RETRY_DELAYS[0]).delivered == 1
     first, second = receiver.requests
     assert first.body == second.body
     assert [r.headers["Taskhoster-Attempt"] for r in (first, second)] == ["1", "2"]
@@ -99,7 +100,7 @@ def test_it_gives_up_after_five_tries(hooked_queue, receiver):
     now = timezone.now()
     for wait in (dt.timedelta(0), *RETRY_DELAYS, dt.timedelta(days=1)):
         now += wait
-        notify(get_store(), now=now)
+        notify(stores.router(), now=now)
     assert len(receiver.requests) == MAX_TRIES
     note = Notification.objects.get()
     assert (note.state, note.tries, note.deliveries.count()) == (
@@ -110,13 +111,17 @@ def test_it_gives_up_after_five_tries(hooked_queue, receiver):
 
 
 def test_a_timeout_and_a_spent_budget_notify_a_retried_failure_does_not(hooked_queue, receiver):
-    store, settings = get_store(), hooked_queue.to_settings()
+    store, settings = stores.router(), hooked_queue.to_settings()
     host, name = hooked_queue.host.name, hooked_queue.name
     failed_task(hooked_queue, retry=True)  # attempt 1 of 2: requeued, no notification
     assert notify(store, now=timezone.now()).made == 0
-    late = store.post(host, name, {"n": 2}, settings=settings, posted_by="alice").task
+    late = (
+        stores.of(host, name).post(host, name, {"n": 2}, settings=settings, posted_by="alice").task
+    )
     now_ms = int(timezone.now().timestamp() * 1000)
-    store.sweep_queue(host, name, settings, now=now_ms + settings.queue_seconds * 1000 + 1)
+    stores.of(host, name).sweep_queue(
+        host, name, settings, now=now_ms + settings.queue_seconds * 1000 + 1
+    )
     notify(store, now=timezone.now())
     reasons = {json.loads(r.body)["task"]["id"]: json.loads(r.body)["reason"]
                for r in receiver.requests}  # fmt: skip
@@ -127,10 +132,10 @@ def test_a_timeout_and_a_spent_budget_notify_a_retried_failure_does_not(hooked_q
 def test_two_sweeps_reading_the_same_lines_notify_once(hooked_queue, receiver):
     failed_task(hooked_queue)
     now = timezone.now()
-    assert notify_failures(get_store(), now=now) == 1
+    assert notify_failures(stores.router(), now=now) == 1
     # Another sweep read the same chunk before this one's cursor moved: from offset 0 again.
     LogCursor.objects.update(offset=0)
-    notify_failures(get_store(), now=now)
+    notify_failures(stores.router(), now=now)
     assert Notification.objects.count() == 1
 
 
@@ -139,7 +144,7 @@ def test_a_failure_before_the_webhook_existed_is_not_notified(make_queue, receiv
     failed_task(queue)
     Webhook.objects.create(queue=queue, url=receiver.url)
     Webhook.objects.update(created_at=timezone.now() + SECOND)
-    assert notify(get_store(), now=timezone.now()).made == 0
+    assert notify(stores.router(), now=timezone.now()).made == 0
 
 
 def test_a_queue_without_a_webhook_or_with_failures_off_is_not_notified(
@@ -148,7 +153,7 @@ def test_a_queue_without_a_webhook_or_with_failures_off_is_not_notified(
     failed_task(make_queue("other.example.com", "plain"))
     Webhook.objects.update(notify_failed=False)
     failed_task(hooked_queue)
-    assert notify(get_store(), now=timezone.now()).made == 0
+    assert notify(stores.router(), now=timezone.now()).made == 0
     assert receiver.requests == []
 
 
@@ -162,11 +167,11 @@ def test_the_sweep_command_sends_them(hooked_queue, receiver):
 
 def test_a_pending_threshold_crossing_notifies_once_per_crossing(hooked_queue, receiver):
     Webhook.objects.update(pending_threshold=2, notify_failed=False)
-    store, settings = get_store(), hooked_queue.to_settings()
+    store, settings = stores.router(), hooked_queue.to_settings()
     host, name = hooked_queue.host.name, hooked_queue.name
 
     def post() -> None:
-        store.post(host, name, {"n": 1}, settings=settings, posted_by="alice")
+        stores.of(host, name).post(host, name, {"n": 1}, settings=settings, posted_by="alice")
 
     def crossings() -> int:
         return notify(store, now=timezone.now()).made
@@ -177,7 +182,7 @@ def test_a_pending_threshold_crossing_notifies_once_per_crossing(hooked_queue, r
     assert crossings() == 1
     post()
     assert crossings() == 0  # still above: no new call
-    store.claim(host, name, settings=settings, worker="box-1", max_tasks=2)
+    stores.of(host, name).claim(host, name, settings=settings, worker="box-1", max_tasks=2)
     assert crossings() == 0  # back to 2: re-armed
     post()
     assert crossings() == 1
@@ -192,12 +197,12 @@ def test_a_failure_line_glued_to_a_torn_fragment_is_still_notified(hooked_queue,
     """A write a full disk cut short left the head of a line, and the failure's line went on
     after it on the same line: the reader takes the line from its own start."""
     task = failed_task(hooked_queue)
-    [day_file] = (get_store().config.logs_dir / "tasks").glob("*.jsonl")
+    [day_file] = (stores.router().config.logs_dir / "tasks").glob("*.jsonl")
     lines = day_file.read_bytes().split(b"\n")
     failed = next(i for i, line in enumerate(lines) if b'"event":"failed"' in line)
     lines[failed] = lines[failed][:9] + lines[failed]  # a fragment, then the whole line
     day_file.write_bytes(b"\n".join(lines))
-    assert notify(get_store(), now=timezone.now()).made == 1
+    assert notify(stores.router(), now=timezone.now()).made == 1
     assert Notification.objects.get().task_id == task.id
 
 
@@ -205,10 +210,10 @@ def test_both_kinds_of_call_give_at_in_one_format(hooked_queue, receiver):
     """`at` is ISO 8601 in UTC with milliseconds (as the event log's `at`) in every body."""
     Webhook.objects.update(pending_threshold=1)
     failed_task(hooked_queue)
-    store, settings = get_store(), hooked_queue.to_settings()
+    store, settings = stores.router(), hooked_queue.to_settings()
+    where = (hooked_queue.host.name, hooked_queue.name)
     for _ in range(2):
-        store.post(hooked_queue.host.name, hooked_queue.name, {"n": 1}, settings=settings,
-                   posted_by="alice")  # fmt: skip
+        stores.of(*where).post(*where, {"n": 1}, settings=settings, posted_by="alice")
     now = dt.datetime(2026, 3, 4, 5, 6, 7, 890_000, tzinfo=dt.UTC)
     notify(store, now=now)
     bodies = {b["event"]: b for b in (json.loads(r.body) for r in receiver.requests)}
@@ -226,16 +231,16 @@ def test_a_server_without_the_queues_directories_neither_fires_nor_rearms_its_al
     from webhooks.thresholds import notify_pending
 
     Webhook.objects.update(pending_threshold=1, notify_failed=False)
-    store, settings = get_store(), hooked_queue.to_settings()
+    store, settings = stores.router(), hooked_queue.to_settings()
+    where = (hooked_queue.host.name, hooked_queue.name)
     for _ in range(2):
-        store.post(hooked_queue.host.name, hooked_queue.name, {"n": 1}, settings=settings,
-                   posted_by="alice")  # fmt: skip
+        stores.of(*where).post(*where, {"n": 1}, settings=settings, posted_by="alice")
     root = tmp_path / "other-server"
     other = QueueStore(StoreConfig(items_dir=root / "items", logs_dir=root / "logs", fsync=False))
     try:
         for _ in range(3):
             assert notify(store, now=timezone.now()).made <= 1
-            assert notify_pending(other, now=timezone.now()) == 0
+            assert notify_pending(lambda host, queue: other, now=timezone.now()) == 0
         assert other.queues() == []
     finally:
         other.close()

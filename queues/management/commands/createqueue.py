@@ -3,8 +3,9 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from queues import stores
 from queues.models import DEFAULTS, StoreKind
-from queues.services import describe, get_store, save_queue
+from queues.services import describe, save_queue
 
 # option -> Queue field, for the settings the command line can change
 OPTIONS = {
@@ -108,5 +109,5 @@ class Command(BaseCommand):
         if queue.store == StoreKind.FILES:
             # This machine serves the file queue from now on (its schedules and alerts run
             # where its directories are): run the command on the server that holds it.
-            get_store().create_queue(queue.host.name, queue.name)
+            stores.of(queue.host.name, queue.name).create_queue(queue.host.name, queue.name)
         self.stdout.write(f"{'created' if created else 'updated'} queue {queue}")

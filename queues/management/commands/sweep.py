@@ -9,11 +9,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connections
 
+from queues import stores
 from queues.processes.sweep_services import run_sweep_services, run_sweep_services_every
 from queues.processes.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
-from queues.services import get_store, queue_settings_for
+from queues.services import queue_settings_for
 from queues.store import StorageUnavailable, SweepReport
-from queues.store_router import StoreRouter
+from queues.stores.router import StoreRouter
 
 DATABASE_DOWN = "sweep: the database is unreachable; sweeping again once it answers"
 
@@ -45,7 +46,7 @@ class Command(BaseCommand):
             self.say("sweep stopped")
 
     def once(self) -> None:
-        store = get_store()
+        store = stores.router()
         report = store.sweep_all(queue_settings_for)
         run_sweep_services(store)
         if report.skipped:
@@ -57,7 +58,7 @@ class Command(BaseCommand):
             self.stderr.write(error)
 
     def loop(self, interval: float) -> None:
-        store = get_store()
+        store = stores.router()
         tally = SweepTally(started=time.time())
         try:
             covered = plural(configured_queues(), "configured queue")

@@ -12,10 +12,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
-from queues.pg_location import pg_location
-from queues.services import get_store
+from queues import stores
 from queues.store import StoreError
 from queues.store.inotify import APPENDS, Channel, watcher
+from queues.stores.pg_location import pg_location
 from tasklogs.ingest import IngestReport, ingest_directory, pending_bytes
 from tasklogs.progress import ProgressBar
 from tasklogs.store_events import copy_store_events, store_in_use
@@ -142,7 +142,7 @@ class Command(BaseCommand):
         if not store_in_use():
             return IngestReport()
         try:
-            report = copy_store_events(get_store().postgres)
+            report = copy_store_events(stores.router().postgres)
         except StoreError as exc:
             error = f"The PostgreSQL store's events were not copied: {exc.detail}"
             if error != self.store_error:

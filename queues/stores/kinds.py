@@ -1,8 +1,8 @@
 """Which store holds each queue's tasks (the Queue model's `store`), as the router asks it on
-every call: looked up once and kept, forgotten when a queue or host is saved or deleted in this
-process, and after TASKHOSTER_API_MEMO_SECONDS in any case (the API keeps a queue's other
-settings as long) so that a change made in another process (another web server) reaches this
-one too."""
+every `stores.of(host, queue)`: looked up once and kept, forgotten when a queue or host is saved
+or deleted in this process, and after TASKHOSTER_API_MEMO_SECONDS in any case (the API keeps a
+queue's other settings as long) so that a change made in another process (another web server)
+reaches this one too."""
 
 from __future__ import annotations
 

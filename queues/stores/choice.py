@@ -1,24 +1,19 @@
 """The rules on a queue's `store` setting, shared by the admin form and `createqueue`
-(both reach them through Queue.full_clean)."""
+(both reach them through Queue.full_clean, which has them from the app's ready())."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.core.exceptions import ValidationError
 
-from queues.pg_location import UNAVAILABLE, pg_location
+from queues.models import Queue, StoreKind
 from queues.store import NotFound
-
-if TYPE_CHECKING:
-    from queues.models import Queue
+from queues.stores.opening import router
+from queues.stores.pg_location import UNAVAILABLE, pg_location
 
 
 def check_store_change(queue: Queue) -> None:
     """ValidationError on `store` when the PostgreSQL store is chosen without a database for
     it, or when the store changes while the old store holds pending or processing tasks."""
-    from queues.models import Queue, StoreKind  # the model's clean() calls this: no cycle
-
     if queue.store == StoreKind.POSTGRES and pg_location() is None:
         raise ValidationError({"store": UNAVAILABLE})
     if queue.pk is None:
@@ -39,10 +34,8 @@ def check_store_change(queue: Queue) -> None:
 
 
 def _in_flight(kind: str, host: str, name: str) -> int:
-    from queues.services import get_store  # services imports the models
-
     try:
-        stats = get_store().backend(kind).stats(host, name)
+        stats = router().backend(kind).stats(host, name)
     except NotFound:  # never posted to: nothing on disk, nothing in flight
         return 0
     return stats.pending + stats.processing
