@@ -31,7 +31,9 @@ test: $(VENV)/.installed
 test-sqlite: $(VENV)/.installed
 	$(PY) -m pytest
 
-# The store's own tests never touch the database, so the second run leaves them out.
+# The second run keeps only the tests that can tell SQLite from PostgreSQL: those that use
+# Django's database or are marked `postgres` (the rule: tests/conftest.py). The store's own
+# tests never touch Django's database, so they are not even collected.
 test-postgres: $(VENV)/.installed
 	@$(PY) tests/postgres_ready.py; ready=$$?; \
 	if [ $$ready = 0 ]; then \
