@@ -6,6 +6,10 @@ PORT ?= 8000
 # The PostgreSQL run of the suite; `make test` skips it with one line when no server answers.
 TASKHOSTER_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TASKHOSTER_TEST_DATABASE_URL
+# pytest-xdist workers per pass (PYTEST_WORKERS=0: one process). By file, so that a module's
+# fixtures (a live server, a browser) start once, on the worker that runs it.
+PYTEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: run test test-sqlite test-postgres lint format typecheck bench fuzz gates chaos soak clean
 
@@ -25,17 +29,19 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	@scripts/ensure-test-tools
-	$(PY) -m pytest
+	$(PYTEST)
 	$(MAKE) --no-print-directory test-postgres
 
 test-sqlite: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PYTEST)
 
-# The store's own tests never touch the database, so the second run leaves them out.
+# The second run keeps only the tests that can tell SQLite from PostgreSQL: those that use
+# Django's database or are marked `postgres` (the rule: tests/conftest.py). The store's own
+# tests never touch Django's database, so they are not even collected.
 test-postgres: $(VENV)/.installed
 	@$(PY) tests/postgres_ready.py; ready=$$?; \
 	if [ $$ready = 0 ]; then \
-		DATABASE_URL=$$TASKHOSTER_TEST_DATABASE_URL $(PY) -m pytest --ignore=tests/store; \
+		DATABASE_URL=$$TASKHOSTER_TEST_DATABASE_URL $(PYTEST) --ignore=tests/store; \
 	elif [ $$ready != 1 ]; then exit $$ready; fi
 
 lint: $(VENV)/.installed

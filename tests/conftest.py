@@ -1,8 +1,53 @@
-"""Fixtures shared by every test: each test gets its own items and logs directories."""
+"""Fixtures shared by every test (each gets its own items and logs directories), and which tests
+the suite's PostgreSQL pass runs.
+
+The suite runs twice (`make test`): on SQLite, every test; then on PostgreSQL (`make
+test-postgres`, Django's database given by DATABASE_URL), only the tests that can tell the two
+databases apart: those that use Django's database (the `db` or `transactional_db` fixture, the
+`django_db` mark, or a fixture that asks for them, such as `make_queue` and `pg_store`) and those
+marked `postgres` (they ask DATABASE_URL for a server of their own). Everything else (the store's
+own tests, the live servers on their own SQLite files, the CLI, parsers, docs) passed in the
+first pass and would only repeat it. A test that reaches the database some other way, say a child
+process handed DATABASE_URL, is marked `postgres` so that the second pass keeps it.
+"""
 
 from pathlib import Path
 
 import pytest
+
+# The fixtures through which a test reaches Django's database (pytest-django's own names).
+DATABASE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+    }
+)
+
+
+def uses_the_database(item: pytest.Item) -> bool:
+    """Whether the test can tell SQLite from PostgreSQL: see the module's docstring."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & DATABASE_FIXTURES:
+        return True
+    return any(item.iter_markers("django_db")) or any(item.iter_markers("postgres"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On PostgreSQL, leave out (deselect, counted in pytest's summary) what the SQLite pass
+    already ran to the same end."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    kept, left_out = [], []
+    for item in items:
+        (kept if uses_the_database(item) else left_out).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)
