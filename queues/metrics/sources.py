@@ -28,7 +28,7 @@ from queues import stores
 from queues.console.insight import EpochMs, task_events
 from queues.console.recent import workers_seen
 from queues.models import Queue
-from queues.store import NotFound, QueueStats
+from queues.store import NotFound, QueueStats, State
 from tasklogs.health import ingest_lag
 from tasklogs.models import TaskEvent
 
@@ -44,7 +44,9 @@ WINDOW_SECONDS = 300  # the histograms' window: the ends of the last five minute
 # PER_QUEUE of a queue that sample missed. A queue's buckets scale its sample to its count.
 SAMPLE = 2_000
 PER_QUEUE = 100
-LAPSE_EVENTS = ("requeue", "failed", "cancelled")  # the sweep's, when it finds a lease over
+# the sweep's events when it finds a lease over: a requeue, or the task ended in one of the
+# store's states (its budget spent, or a cancel asked for)
+LAPSE_EVENTS = ("requeue", State.FAILED.value, State.CANCELLED.value)
 WAIT_STARTS = ("posted", "requeue", "requeued", "retried")
 WAIT_ENDS = ("claimed",)
 RUN_STARTS = ("claimed",)
