@@ -304,3 +304,12 @@ def test_the_oldest_pending_age_is_the_oldest_pending_tasks(resize):
     store.post(*key, {"n": 2}, settings=settings, posted_by=None, now=now - 30_000)
     found = values(families(scrape()), "taskhoster_oldest_pending_age_seconds", host=HOST)
     assert 120 <= found[("taskhoster_oldest_pending_age_seconds", "resize")] < 180
+
+
+def test_the_raw_counts_name_the_task_logs_table():
+    from queues.metrics import sources
+    from tasklogs.models import TaskEvent
+
+    assert TaskEvent._meta.db_table == sources.EVENTS_TABLE
+    for query in (sources._COUNT_AFTER_ID, sources._COUNT_BETWEEN_IDS):
+        assert f'FROM "{sources.EVENTS_TABLE}" NOT INDEXED' in query

@@ -135,15 +135,24 @@ def _count_ids(after: int, upto: int | None) -> EventTotals:
     if connection.vendor != "sqlite":
         rows = TaskEvent.objects.filter(id__gt=after)
         return _count(rows.filter(id__lte=upto) if upto is not None else rows)
-    table = connection.ops.quote_name(TaskEvent._meta.db_table)
-    bound = "" if upto is None else " AND id <= %s"
-    query = (
-        f"SELECT host, queue, event, COUNT(*), SUM(lapsed) FROM {table} NOT INDEXED "  # noqa: S608 (our table's name, quoted; values are parameters)
-        f"WHERE id > %s{bound} GROUP BY host, queue, event"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(query, [after] if upto is None else [after, upto])
+        if upto is None:
+            cursor.execute(_COUNT_AFTER_ID, [after])
+        else:
+            cursor.execute(_COUNT_BETWEEN_IDS, [after, upto])
         return _totals(cursor.fetchall())
+
+
+# Whole literals, no SQL built from strings; the table is TaskEvent's (a test holds them to it).
+EVENTS_TABLE = "tasklogs_taskevent"
+_COUNT_AFTER_ID = (
+    'SELECT host, queue, event, COUNT(*), SUM(lapsed) FROM "tasklogs_taskevent" NOT INDEXED'
+    " WHERE id > %s GROUP BY host, queue, event"
+)
+_COUNT_BETWEEN_IDS = (
+    'SELECT host, queue, event, COUNT(*), SUM(lapsed) FROM "tasklogs_taskevent" NOT INDEXED'
+    " WHERE id > %s AND id <= %s GROUP BY host, queue, event"
+)
 
 
 def _count(rows: QuerySet[TaskEvent]) -> EventTotals:
