@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from console_bench import fill_events, make_queues  # noqa: E402
+from django_site import set_up_site  # noqa: E402
 from listing_bench import QUEUE, fill  # noqa: E402 (the 100,000-task queue, as it fills it)
 
 TARGET_MS = 200.0
@@ -62,29 +63,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def setup_django(folder: Path, database_url: str) -> None:
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
-            "DATABASE_URL": database_url or f"sqlite:///{folder / 'bench.sqlite3'}",
-            "TASKHOSTER_ITEMS_DIR": str(folder / "items"),
-            "TASKHOSTER_LOGS_DIR": str(folder / "logs"),
-            "TASKHOSTER_VAR_DIR": str(folder / "var"),
-            "TASKHOSTER_FSYNC": "0",
-            "TASKHOSTER_HTTPS": "0",
-            "TASKHOSTER_METRICS_TOKEN": TOKEN,
-            "DEBUG": "0",
-            "SECRET_KEY": "bench-only",
-            "LOG_LEVEL": "WARNING",
-        }
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.test.utils import setup_test_environment
-
-    setup_test_environment()  # the test client's host name
-    call_command("migrate", verbosity=0)
+    set_up_site(folder, database_url=database_url, env={"TASKHOSTER_METRICS_TOKEN": TOKEN})
 
 
 def scrape(client) -> tuple[float, int, int]:

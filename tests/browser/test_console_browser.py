@@ -21,7 +21,7 @@ def log_in(page, live_server, username: str, password: str) -> None:
 
 
 def test_the_words_an_admin_sees_while_typing_are_the_servers_words(page, live_server):
-    # words.js is the one copy of queues/durations.py off the server: held to the same table
+    # words.js is the one copy of queues/text/durations.py off the server: held to the same table
     User.objects.create_superuser("admin", password="a-long-admin-password")
     log_in(page, live_server, "admin", "a-long-admin-password")
     page.goto(f"{live_server.url}/admin/queues/queue/add/")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import expect
 
 from queues import stores
 from queues.services import save_queue
@@ -53,7 +54,8 @@ def test_each_state_has_a_named_badge_of_its_own_colour(browser, live_server, sh
     for tab in ("all", "failed"):
         page.goto(f"{live_server.url}/console/{HOST}/{NAME}/")
         page.click(f'[data-tab="{tab}"]')
-        assert page.locator("#tasks .task-state").count() >= 1
+        # the tab's page loads after the click returns: wait for a badge (count() does not)
+        expect(page.locator("#tasks .task-state").first).to_be_visible()
         assert_fits(page)
         shoot(page, tab)
     context.close()
