@@ -1,9 +1,10 @@
-"""The Django site a console or metrics benchmark runs against: settings in a temp folder,
-migrated, and the test environment the test client needs."""
+"""The Django site a console or metrics benchmark runs against (settings in a temp folder,
+migrated, the test environment the test client needs), and the verdict line they end with."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 
@@ -33,3 +34,12 @@ def set_up_site(folder: Path, *, database_url: str = "", env: dict[str, str] | N
 
     setup_test_environment()  # the test client's host name
     call_command("migrate", verbosity=0)
+
+
+def judge(what: str, ms: float, target_ms: float, *, not_judged: str, load_at_start: float) -> None:
+    """Print the verdict on `what` against the target and the machine's load, then exit 0 if
+    it meets the target, 1 if not."""
+    verdict = "meets" if ms < target_ms else "MISSES"
+    print(f"{what} {ms:.1f} ms: {verdict} the {target_ms:.0f} ms target ({not_judged})")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end (started at {load_at_start:.2f})")
+    sys.exit(0 if ms < target_ms else 1)

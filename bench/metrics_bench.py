@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from console_bench import fill_events, make_queues  # noqa: E402
-from django_site import set_up_site  # noqa: E402
+from django_site import judge, set_up_site  # noqa: E402
 from listing_bench import QUEUE, fill  # noqa: E402 (the 100,000-task queue, as it fills it)
 
 TARGET_MS = 200.0
@@ -135,11 +135,8 @@ def main() -> None:
               f"{statistics.median(first_minute):>8.1f} {'':>8}")  # fmt: skip
         print(f"{'steady, median of ' + str(args.repeats):<58} {median:>8.1f} {queries:>8}")
         print(f"\n{size:,} bytes of exposition per scrape")
-        verdict = "meets" if median < TARGET_MS else "MISSES"
-        print(f"steady scrape median {median:.1f} ms: {verdict} the {TARGET_MS:.0f} ms target "
-              "(the first scrape and the recount are shown, not judged)")  # fmt: skip
-        print(f"load average {os.getloadavg()[0]:.2f} at the end (started at {load:.2f})")
-        sys.exit(0 if median < TARGET_MS else 1)
+        judge("steady scrape median", median, TARGET_MS, load_at_start=load,
+              not_judged="the first scrape and the recount are shown, not judged")  # fmt: skip
 
 
 if __name__ == "__main__":
