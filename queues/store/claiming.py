@@ -14,6 +14,7 @@ from . import copies, files, paths
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable
+from .eventlog import LinesRefused
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
 from .records import State, Task
@@ -100,14 +101,21 @@ def _claim_from(
             if taken
             else []
         )
-    except BaseException:
+    except BaseException as exc:
         # nothing of this claim was acknowledged: every taken task goes back to pending/ as it
-        # was, even one whose leased record was written before its event line failed
-        for _, _, change in taken:
+        # was, even one whose leased record was written before its event line failed. Not the
+        # ones whose `claimed` lines a full disk let through whole before it cut the rest: a
+        # reader may have read those lines, so those claims stand, leased to a worker that
+        # never heard of them, and the lease pass requeues them (a lost answer, as for any
+        # claim). apply_many writes one line per change, in order.
+        standing = exc.standing if isinstance(exc, LinesRefused) else 0
+        for _, _, change in taken[standing:]:
             _put_back(qd, change.old, fsync=core.fsync)
         if index is not None:
             with core.lock:
-                for task_id, _, _ in taken:
+                for task_id, _, _ in taken[:standing]:
+                    index.forget(task_id)
+                for task_id, _, _ in taken[standing:]:
                     index.give_back(task_id)
         raise
     finally:

@@ -23,7 +23,7 @@ from . import copies, files, paths, posting
 from .archive import PayloadArchive
 from .dircount import DirCounts
 from .errors import StorageUnavailable
-from .eventlog import NO_REASON, Because, EventLog
+from .eventlog import NO_REASON, Because, EventLog, LinesRefused
 from .index import PendingIndex
 from .inotify import changes
 from .listing_index import ListingIndexes
@@ -176,9 +176,12 @@ class QueueCore:
             self.log.append_many(
                 [(task, "posted", None, archived[task.id]) for task in new], now=now
             )
-        except StorageUnavailable:
-            # as admit(); a task a claim took first stays posted (store.md: both disks failing)
-            for task in new:
+        except StorageUnavailable as exc:
+            # as admit(); a task a claim took first stays posted (store.md: both disks failing),
+            # and so does one whose `posted` line was written whole before the disk filled
+            # (LinesRefused: a reader may have read it)
+            standing = exc.standing if isinstance(exc, LinesRefused) else 0
+            for task in new[standing:]:
                 self._withdraw(qd, task)
             raise
         return [priors.get(task.id) for task in tasks]

@@ -156,6 +156,16 @@ def whole_line(line: bytes) -> bytes:
     return line[start:] if start > 0 else line
 
 
+class LinesRefused(StorageUnavailable):
+    """The event log refused an append (and the spool too, where the change may spool). The
+    first `standing` of its lines were written whole before the disk filled and stay in the
+    day-file, where a reader may have read them already: their changes stand."""
+
+    def __init__(self, message: str, *, standing: int) -> None:
+        super().__init__(message)
+        self.standing = standing
+
+
 class EventLog:
     """Appends to `<logs>/tasks/YYYY-MM-DD.jsonl`.
 
@@ -238,16 +248,23 @@ class EventLog:
     def _write(self, day: dt.date, data: bytes, *, may_spool: bool = True) -> None:
         """Append the lines of a change already durable in the items store. If the logs disk
         refuses them they are spooled on the items disk (spool.py) and the change stands; only
-        when the spool refuses too does this raise StorageUnavailable. Lines spooled earlier
+        when the spool refuses too does this raise StorageUnavailable (LinesRefused where some
+        lines were written whole before the disk filled: those stand). Lines spooled earlier
         are drained first, so that a task's lines keep their order where they can."""
         if self.spool_dirty:  # a few files per append: a long outage's spool is not one wait
             self.drain_spool(limit=_DRAIN_PER_APPEND)
         try:
             self._append(day, data)
-        except StorageUnavailable:
+        except StorageUnavailable as exc:
+            standing = exc.whole if isinstance(exc, files.TornWrite) else 0
             if self.spool is None or not may_spool:
-                raise
-            self.spool.keep(data)  # raises when the items disk refuses too: then a 503
+                raise LinesRefused(exc.detail, standing=data[:standing].count(b"\n")) from exc
+            try:
+                self.spool.keep(data[standing:])  # the lines written whole are not written twice
+            except StorageUnavailable as refused:  # the items disk refuses too: then a 503
+                raise LinesRefused(
+                    refused.detail, standing=data[:standing].count(b"\n")
+                ) from refused
             self.spool_dirty = True
 
     def drain_spool(self, *, limit: int | None = None) -> bool:
@@ -281,15 +298,18 @@ class EventLog:
     def _append(self, day: dt.date, data: bytes) -> None:
         """Append whole lines to the day's file. After a fragment that could not be cut back
         (files.TornWrite), the next write starts with a newline: the fragment is then a torn
-        line of its own, which readers pass over, and never swallows the line after it."""
+        line of its own, which readers pass over, and never swallows the line after it. A
+        TornWrite raised here counts `whole` in bytes of `data` (without that newline)."""
         with self._day_fd(day) as day_file:
-            if day_file.torn:
-                data = b"\n" + data
+            prefix = b"\n" if day_file.torn else b""
             try:
-                files.append(day_file.fd, data, fsync=self.fsync)
+                files.append(day_file.fd, prefix + data, fsync=self.fsync)
             except files.TornWrite as exc:
-                day_file.torn = day_file.torn or not exc.cut_back
-                raise
+                ends_a_line = exc.cut_back and (exc.whole > 0 or not day_file.torn)
+                day_file.torn = not ends_a_line
+                raise files.TornWrite(
+                    cut_back=exc.cut_back, whole=max(0, exc.whole - len(prefix))
+                ) from exc
             day_file.torn = False
 
     @contextmanager

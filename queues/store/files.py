@@ -455,14 +455,18 @@ def open_append(path: str) -> int:
 def append(fd: int, data: bytes, *, fsync: bool) -> None:
     """One write on an O_APPEND descriptor, so lines from many processes never interleave.
 
-    A write cut short (a full disk takes what fits) is cut back off the file, so that the next
-    line, this process's or another's, is not glued to a fragment of this one. Where it cannot
-    be (another line was appended after it, or the truncate failed) TornWrite says so: the
-    writer then starts its next line on a fresh line, and readers pass over the fragment
-    (queues.store.eventlog.whole_lines)."""
+    A write cut short (a full disk takes what fits) keeps the whole lines it wrote: a reader
+    may have read them already (Task Logs files a line by its day-file and offset), so they
+    are never taken back and the next line never lands where one of them was. Only the
+    fragment after them is cut back off the file, so that the next line, this process's or
+    another's, is not glued to it. TornWrite says how much stands and whether the fragment
+    could be cut back (not where another line was appended after it, or the truncate failed):
+    the writer then starts its next line on a fresh line, and readers pass over the fragment
+    (queues.store.eventlog.whole_line)."""
     written = _call("append", os.write, fd, data)
     if written != len(data):
-        raise TornWrite(cut_back=_cut_back(fd, written))
+        whole = data.rfind(b"\n", 0, written) + 1
+        raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
     if fsync and _flush_mode == "syncfs" and os.fstat(fd).st_dev == _items_dev:
         flush_file_systems([fd])  # the logs share the items' file system, and its flushes
     elif fsync:
@@ -470,23 +474,25 @@ def append(fd: int, data: bytes, *, fsync: bool) -> None:
 
 
 class TornWrite(StorageUnavailable):
-    """An append written only in part; `cut_back`: its fragment was taken off the file again."""
+    """An append written only in part. `whole`: how many of its bytes, whole lines, stand in
+    the file; `cut_back`: the fragment after them was taken off the file again."""
 
-    def __init__(self, *, cut_back: bool) -> None:
+    def __init__(self, *, cut_back: bool, whole: int = 0) -> None:
         super().__init__("A log line was written only in part.")
-        self.cut_back = cut_back
+        self.cut_back, self.whole = cut_back, whole
 
 
-def _cut_back(fd: int, written: int) -> bool:
-    """Take the `written` bytes of a short append back off the end of the file, if they are
-    still its end: whether the file ends as it did before the append."""
-    if written <= 0:
+def _cut_back(fd: int, fragment: int) -> bool:
+    """Take the last `fragment` bytes of a short append back off the end of the file, if
+    they are still its end: whether the file now ends where a line of this append (or the
+    file before it) ended."""
+    if fragment <= 0:
         return True
     try:
         end = os.lseek(fd, 0, os.SEEK_CUR)  # after an O_APPEND write: just past our own bytes
         if os.fstat(fd).st_size != end:
             return False  # another line came after it: never cut into that
-        os.ftruncate(fd, end - written)
+        os.ftruncate(fd, end - fragment)
     except OSError:
         return False
     return True
