@@ -231,6 +231,7 @@ def stored_lines(db: Path) -> dict[tuple[str, int], tuple[str, str, str]]:
 
 def check_events(lines: list[DayLine], stored: dict[tuple[str, int], Any], v: Verdict) -> None:
     glued, unresynced, unterminated, not_stored, torn = [], [], [], [], 0
+    changed = []  # Task Logs filed another line at this offset: the day-file was written over
     for i, line in enumerate(lines):
         where = f"{line.file}@{line.offset}"
         if line.event is not None:
@@ -238,6 +239,11 @@ def check_events(lines: list[DayLine], stored: dict[tuple[str, int], Any], v: Ve
                 unterminated.append(where)
             elif (line.file, line.offset) not in stored:
                 not_stored.append(where)
+            elif stored[(line.file, line.offset)][:2] != (
+                str(line.event.get("id")),
+                line.event.get("event"),
+            ):
+                changed.append(where)
             continue
         torn += 1
         if (found := glued_event(line.raw)) is not None:
@@ -264,6 +270,8 @@ def check_events(lines: list[DayLine], stored: dict[tuple[str, int], Any], v: Ve
         v.fail(f"{len(unterminated)} event lines never ended by a newline", unterminated)
     if not_stored:
         v.fail(f"{len(not_stored)} event lines Task Logs never stored", not_stored)
+    if changed:
+        v.fail(f"{len(changed)} event lines stored by Task Logs as another line", changed)
 
 
 # -- the load's own logs ----------------------------------------------------------------------

@@ -210,6 +210,18 @@ def test_a_line_task_logs_never_stored_is_lost(run):
     assert failed_with(v, "not ended exactly once")
 
 
+def test_a_line_task_logs_stored_as_the_line_that_was_there_before_fails(run):
+    """The day-file written over where Task Logs had already read a line (the store cut back a
+    whole line of a batch a full disk cut short): the offset is stored, with another event."""
+    run.write_log()
+    with sqlite3.connect(run.db) as conn:
+        conn.execute("UPDATE tasklogs_taskevent SET event = 'claimed', status = 'processing' "
+                     "WHERE task_id = ? AND event = 'failed'", (B,))  # fmt: skip
+    v = run.verdict()
+    assert failed_with(v, "1 event lines stored by Task Logs as another line")
+    assert failed_with(v, f"{B}: 1 in the day-files, 0 in Task Logs")
+
+
 def test_a_task_ended_twice_in_the_log_fails(run):
     run.events.append(event(A, "result", "finished", 2))
     assert failed_with(run.verdict(), f"{A}: 2 in the day-files, 2 in Task Logs")
