@@ -8,7 +8,10 @@ databases apart: those that use Django's database (the `db` or `transactional_db
 marked `postgres` (they ask DATABASE_URL for a server of their own). Everything else (the store's
 own tests, the live servers on their own SQLite files, the CLI, parsers, docs) passed in the
 first pass and would only repeat it. A test that reaches the database some other way, say a child
-process handed DATABASE_URL, is marked `postgres` so that the second pass keeps it.
+process handed DATABASE_URL, is marked `postgres` so that the second pass keeps it. Of the API's
+tests run once per store (`store_kind`), the second pass keeps the `postgres` run only: the file
+store's run reaches Django's database exactly as its sibling does (tokens, grants, the queue's
+settings, the same views), and its store side is the first pass's.
 """
 
 from pathlib import Path
@@ -35,6 +38,13 @@ def uses_the_database(item: pytest.Item) -> bool:
     return any(item.iter_markers("django_db")) or any(item.iter_markers("postgres"))
 
 
+def repeats_its_postgres_sibling(item: pytest.Item) -> bool:
+    """An API test's run on a file-store queue (see the module's docstring)."""
+    callspec = getattr(item, "callspec", None)
+    in_api = item.path.parent.name == "api" and item.path.parent.parent.name == "tests"
+    return in_api and callspec is not None and callspec.params.get("store_kind") == "files"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On PostgreSQL, leave out (deselect, counted in pytest's summary) what the SQLite pass
     already ran to the same end."""
@@ -44,7 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     kept, left_out = [], []
     for item in items:
-        (kept if uses_the_database(item) else left_out).append(item)
+        keep = uses_the_database(item) and not repeats_its_postgres_sibling(item)
+        (kept if keep else left_out).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
