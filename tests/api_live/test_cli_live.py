@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -280,24 +281,31 @@ def test_watch_prints_one_line_per_event(live, clients):
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put(line) for line in watcher.stdout], daemon=True
+    ).start()
     try:
-        time.sleep(1)  # subscribed
+        # subscribed once it prints a line: a probe posted every half second until it does (a
+        # fixed sleep lost the first event when the machine was slow to start the command)
+        for _ in range(40):
+            clients["paul"].post(HOST, "cliwatch", {"probe": True})
+            try:
+                lines.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
         task = clients["paul"].post(HOST, "cliwatch", {"n": 1})
         clients["paul"].cancel(HOST, "cliwatch", task["id"])
-        lines = []
-        reader = threading.Thread(
-            target=lambda: lines.extend([watcher.stdout.readline(), watcher.stdout.readline()]),
-            daemon=True,
-        )
-        reader.start()
-        reader.join(20)
+        seen: list[list[str]] = []
+        while len(seen) < 2:
+            words = lines.get(timeout=20).split()
+            if task["id"] in words:
+                seen.append(words[1:3])
     finally:
         watcher.send_signal(signal.SIGINT)
         watcher.communicate(timeout=10)
-    assert [line.split()[1:3] for line in lines] == [
-        ["posted", task["id"]],
-        ["cancelled", task["id"]],
-    ]
+    assert seen == [["posted", task["id"]], ["cancelled", task["id"]]]
 
 
 @pytest.mark.parametrize(

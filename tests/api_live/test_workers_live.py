@@ -33,7 +33,9 @@ def test_a_waiting_claim_wakes_promptly_on_a_post_from_another_process(live, cli
     store.close()
     [(claimed_at, claimed)] = got
     assert claimed["id"] == task.id
-    assert claimed_at - posted_at < 1.0  # woken by the file system, not by the 20 s wait
+    # woken by the post (inotify, or the 50 ms poll without it), not by the end of its 20 s
+    # wait: half the wait is a bound a loaded machine never reaches, unlike a speed bound
+    assert claimed_at - posted_at < 10.0
 
 
 def work(clients, queue, handler, *, tasks, lease=60):
