@@ -1,6 +1,5 @@
 import io
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ from django.core.management import CommandError, call_command
 from queues import stores
 from queues.processes.sweeping import SweepTally
 from queues.store import QueueSettings, QueueStore, StoreConfig, SweepReport
+
+from .children import interrupted, reaped
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,15 +130,13 @@ def test_the_loop_prints_changes_only_and_stops_on_ctrl_c_without_a_traceback(tm
     loop = subprocess.Popen([*manage, "sweep", "--loop", "--interval", "0.05"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        started = loop.stdout.readline()
-        assert started.startswith("sweeping 1 configured queue every 0.05 s")
-        changed = loop.stdout.readline()
-        assert changed.endswith(" 1 queue swept: requeue=1\n")
-        loop.send_signal(signal.SIGINT)
-        out, err = loop.communicate(timeout=30)
+        with reaped(loop):
+            started = loop.stdout.readline()
+            assert started.startswith("sweeping 1 configured queue every 0.05 s")
+            changed = loop.stdout.readline()
+            assert changed.endswith(" 1 queue swept: requeue=1\n")
+            out, err = interrupted(loop)
     finally:
-        if loop.poll() is None:
-            loop.kill()
         store.close()
     assert loop.returncode == 0
     assert "Traceback" not in err and err == ""

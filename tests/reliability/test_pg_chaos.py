@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from chaos.pgcluster import PgCluster
 from chaos.server import HOST, QUEUE
 from queues.store import QueueSettings
 from queues.store_pg import PgStoreConfig, PostgresStore
+
+from ..children import interrupted, reaped
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 T0 = 1_751_500_000_000
@@ -143,7 +144,7 @@ def test_the_sweep_loop_outlives_a_database_restart(cluster, tmp_path):
     with open(out, "w") as o, open(err, "w") as e:
         loop = subprocess.Popen([*manage, "sweep", "--loop", "--interval", "0.1"], cwd=ROOT,
                                 env=env, stdout=o, stderr=e, text=True)  # fmt: skip
-    try:
+    with reaped(loop):
         wait_for(out, "sweeping 1 configured queue")
         cluster.crash()
         wait_for(err, "the database is unreachable")
@@ -158,12 +159,7 @@ def test_the_sweep_loop_outlives_a_database_restart(cluster, tmp_path):
         finally:
             store.close()
         wait_for(out, "requeue=1")
-        loop.send_signal(signal.SIGINT)
-        loop.wait(timeout=30)
-    finally:
-        if loop.poll() is None:
-            loop.kill()
-            loop.wait()
+        interrupted(loop)
     assert err.read_text().count("the database is unreachable") == 1  # said once, not per pass
     assert "Traceback" not in err.read_text()
 

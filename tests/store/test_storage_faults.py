@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -28,6 +27,7 @@ from queues.store import (
     sweep_queue,
 )
 
+from ..children import interrupted, reaped
 from .conftest import HOST, QUEUE, T0
 from .mounts import fill, read_only, small_fs, writable
 
@@ -346,7 +346,7 @@ def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_pat
     read_only(items)
     loop = subprocess.Popen([*manage, "sweep", "--loop", "--interval", "0.1"], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
+    with reaped(loop):
         assert loop.stderr is not None
         first = loop.stderr.readline()  # a traceback's first line, were the pass to raise
         assert "Read-only file system" in first and "next pass" in first, first
@@ -355,10 +355,5 @@ def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_pat
         # the pass after the outage: the task (posted at T0, long ago) is past its queue time
         while "timeout=1" not in loop.stdout.readline():
             assert loop.poll() is None
-        loop.send_signal(signal.SIGINT)
-        _, err = loop.communicate(timeout=30)
-    finally:
-        if loop.poll() is None:
-            loop.kill()
-            loop.communicate()
+        _, err = interrupted(loop)
     assert "Traceback" not in err and "Read-only" not in err, err  # said once in all

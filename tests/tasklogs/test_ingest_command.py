@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import signal
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from django.core.management import call_command, load_command_class
 from tasklogs.summaries import FollowSummary
 from tests.store.mounts import read_only, small_fs, writable
 
+from ..children import interrupted, reaped
 from .conftest import encode, line, manage
 from .test_ingest import wait_for
 
@@ -42,17 +42,12 @@ def test_follow_sums_up_instead_of_a_line_per_event_and_stops_on_ctrl_c(
     append("2025-01-01", line())
     follower = manage(url, "manage.py", "ingest_tasklogs", "--follow", "--source", str(day_dir),
                       stdout=-1, stderr=-1)  # fmt: skip
-    try:
+    with reaped(follower):
         wait_for(keys, 1)
         for n in range(1, 6):  # five passes, each woken by one append and ingesting it
             append("2025-01-01", line(ms=n, event="progress", status="processing"))
             wait_for(keys, n + 1)
-        follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=30)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.communicate()
+        out, err = interrupted(follower)
     assert follower.returncode == 0
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     # The first run's line, then one summary of the five passes, printed as it stops.
@@ -105,7 +100,7 @@ def test_a_follower_started_on_a_read_only_logs_disk_waits_for_it_then_ingests(
         follower = manage(url, "manage.py", "ingest_tasklogs", "--follow",
                           env_extra={"TASKHOSTER_LOGS_DIR": str(logs)},
                           stdout=-1, stderr=-1)  # fmt: skip
-        try:
+        with reaped(follower):
             assert follower.stderr is not None
             said = follower.stderr.readline()  # a traceback's first line, were it to crash
             assert said.startswith(f"{logs / 'tasks'} could not be made: Read-only file system.")
@@ -113,12 +108,7 @@ def test_a_follower_started_on_a_read_only_logs_disk_waits_for_it_then_ingests(
             (logs / "tasks").mkdir()
             (logs / "tasks" / "2025-01-01.jsonl").write_bytes(encode(line()))
             wait_for(keys, 1)  # its next look made it through: the line is stored
-            follower.send_signal(signal.SIGINT)
-            out, err = follower.communicate(timeout=30)
-        finally:
-            if follower.poll() is None:
-                follower.kill()
-                follower.communicate()
+            out, err = interrupted(follower)
     assert follower.returncode == 0
     assert "Traceback" not in err and "could not be made" not in err, err  # said once only
     assert "The logs disk answers again; ingesting." in out

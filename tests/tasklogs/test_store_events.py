@@ -24,6 +24,7 @@ from queues.stores import pg_events
 from tasklogs.models import IngestCursor, TaskEvent
 from tasklogs.store_events import copy_store_events
 
+from ..children import interrupted, reaped
 from .conftest import manage
 
 pytestmark = pytest.mark.django_db
@@ -223,18 +224,13 @@ def test_a_follower_copies_new_store_rows_as_they_come(
     source.mkdir()
     follower = manage(url, "manage.py", "ingest_tasklogs", "--follow", "--source", str(source),
                       env_extra=env, stdout=-1, stderr=-1)  # fmt: skip
-    try:
+    with reaped(follower):
         for n in (1, 2):
             lifecycle(far_store, 1, now=T0 + 10 * n)
             deadline = time.monotonic() + 60
             while len(copied_offsets(path)) < 3 * n:
                 assert follower.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
-        follower.send_signal(signal.SIGINT)
-        _, err = follower.communicate(timeout=30)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.communicate()
+        _, err = interrupted(follower)
     assert follower.returncode == 0, err
     assert sorted(copied_offsets(path)) == sorted(store_rows(far_store))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import signal
 import socket
 import sqlite3
 import ssl
@@ -32,6 +31,8 @@ from queues.store import QueueSettings, QueueStore, StoreConfig
 from webhooks.models import Delivery, Kind, Notification, State, Webhook
 from webhooks.notifying import notify
 from webhooks.sending import post
+
+from ..children import interrupted, reaped
 
 pytestmark = pytest.mark.django_db
 TRICKLE_SECONDS = 60
@@ -225,21 +226,18 @@ def test_the_sweep_loop_hands_back_a_lapsed_lease_while_its_notifications_are_sl
     store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=tmp_path / "logs",
                                    fsync=False))  # fmt: skip
     try:
-        wait_until(lambda: sent(db) > 0)  # a send to the receiver is under way
-        settings = QueueSettings(lease_seconds=10)
-        store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="a")
-        long_ago = int(time.time() * 1000) - 60_000
-        store.claim(HOST, QUEUE, settings=settings, worker="w", now=long_ago)
-        lapsed = time.monotonic()
-        wait_until(lambda: "requeue=1" in out.read_text(), seconds=60)
-        waited = time.monotonic() - lapsed
-        assert waited < 10, f"handed back {waited:.1f} s after it lapsed"
-        loop.send_signal(signal.SIGINT)
-        _, err = loop.communicate(timeout=30)
+        with reaped(loop):
+            wait_until(lambda: sent(db) > 0)  # a send to the receiver is under way
+            settings = QueueSettings(lease_seconds=10)
+            store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="a")
+            long_ago = int(time.time() * 1000) - 60_000
+            store.claim(HOST, QUEUE, settings=settings, worker="w", now=long_ago)
+            lapsed = time.monotonic()
+            wait_until(lambda: "requeue=1" in out.read_text(), seconds=60)
+            waited = time.monotonic() - lapsed
+            assert waited < 10, f"handed back {waited:.1f} s after it lapsed"
+            _, err = interrupted(loop)
     finally:
-        if loop.poll() is None:
-            loop.kill()
-            loop.wait()
         store.close()
     assert "Traceback" not in err
 
