@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, files, paths, rules
+from . import copies, dependencies, files, paths, rules
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable, StoreError
@@ -83,6 +83,8 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
     with _storage_faults_noted(report):
         _remove_orphan_keys(qd, listed, now, report)
+    with _storage_faults_noted(report):  # a release an ending crashed before
+        dependencies.sweep_dependents(core, qd, now=now)
     with core.lock:
         known = dict(core.index(qd).entries)
     for task_id in sorted(set().union(*listed.values())):
