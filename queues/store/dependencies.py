@@ -5,10 +5,11 @@ sweep after a crash).
 A task posted with `after` lives in pending/ like any other, its record's `waitingFor` naming
 what it still waits for; the claim index skips such a record (index.py), so a claim never looks
 at the waiting tasks. Each task that something waits for has a file in its queue's dependents/
-directory, named as its task file, holding the "queue/id" of every task waiting for it
-(`{"waiters": [...]}`, written temp-then-rename under an flock of the directory). Ending a task
-reads that one file (an open that fails, for a task nobody waits for), so releasing the
-dependents of a task costs what they are, never what the queue holds.
+directory, `<id>.waiters`, one line per task waiting for it ("queue/id", appended with
+O_APPEND, so two posts naming one task both land, and a post costs one short write however
+many already wait for the same task).
+Ending a task reads that one file (an open that fails, for a task nobody waits for), so
+releasing the dependents of a task costs what they are, never what the queue holds.
 
 The order makes a crash harmless: a post registers the waiter before it writes the task, and
 looks at its dependencies again after the write (one that ended in between is released by the
@@ -22,15 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import os
+import re
 import threading
 from collections import deque
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Literal, Protocol
-
-import orjson
 
 from . import copies, files, paths, rules
 from .errors import NotFound, StoreError
@@ -74,8 +72,9 @@ def prepare(core: QueueCore, task: Task) -> Task:
     waiter = f"{task.queue}/{task.id}"
     for ref in waiting:
         queue, task_id = rules.split_ref(ref)
-        with core.queue_dirs(task.host, queue) as qd, _locked(qd):
-            _add_waiter(qd, task_id, waiter, fsync=core.fsync)
+        with core.queue_dirs(task.host, queue) as qd:
+            files.append_line_at(qd.fd(paths.DEPENDENTS_DIR), waiters_file(task_id),
+                                 waiter.encode(), fsync=core.fsync)  # fmt: skip
     return dataclasses.replace(task, waiting_for=waiting or None)
 
 
@@ -126,7 +125,7 @@ def release_dependents(
 ) -> int:
     """Release every waiter of one ended (or gone: None) task, then drop its dependents file;
     how many waiters it named (0: nobody waited for it)."""
-    name = paths.task_file(task_id)
+    name = waiters_file(task_id)
     with core.queue_dirs(host, queue) as qd:
         try:
             waiters = _waiters(files.read_at(qd.fd(paths.DEPENDENTS_DIR), name))
@@ -161,46 +160,27 @@ def sweep_dependents(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
     what the queue's awaited tasks are; returns how many waiters were looked at."""
     looked = 0
     for entry in os.scandir(qd.fd(paths.DEPENDENTS_DIR)):
-        task_id = paths.task_id_of(entry.name)
-        if task_id is None:
+        match = _WAITERS_FILE.fullmatch(entry.name)
+        if match is None:
             continue
+        task_id = match.group(1)
         ended = _ended(core, qd.host, qd.queue, task_id)
         if ended is not False:
             looked += release_dependents(core, qd.host, qd.queue, task_id, ended, now=now)
     return looked
 
 
-@contextlib.contextmanager
-def _locked(qd: QueueDirs) -> Iterator[None]:
-    """The dependents directory's flock, so two posts naming one task add both waiters."""
-    fd = os.open(
-        ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd(paths.DEPENDENTS_DIR)
-    )
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+_WAITERS_FILE = re.compile(r"([0-9a-f]{16})\.waiters", re.ASCII)
+_WAITER = re.compile(rb"[a-z0-9][a-z0-9_-]{0,63}/[0-9a-f]{16}", re.ASCII)
 
 
-def _add_waiter(qd: QueueDirs, task_id: str, waiter: str, *, fsync: bool) -> None:
-    dependents, name = qd.fd(paths.DEPENDENTS_DIR), paths.task_file(task_id)
-    try:
-        waiters = _waiters(files.read_at(dependents, name))
-    except FileNotFoundError:
-        waiters = []
-    if waiter not in waiters:
-        waiters.append(waiter)
-        data = orjson.dumps({"waiters": waiters})
-        files.write_durable(dependents, name, data, fsync=fsync)
+def waiters_file(task_id: str) -> str:
+    """The name of the file of a task's waiters, in its queue's dependents/ directory."""
+    return task_id + ".waiters"
 
 
 def _waiters(data: bytes) -> list[str]:
-    """The waiters a dependents file names; a file that is not one names none (and goes)."""
-    try:
-        waiters = orjson.loads(data).get("waiters")
-    except (orjson.JSONDecodeError, AttributeError):
-        return []
-    if not isinstance(waiters, list):
-        return []
-    return [w for w in waiters if isinstance(w, str) and w.count("/") == 1]
+    """The waiters a file names, each once, in the order they came; what is not a whole
+    "queue/id" line (a crash's fragment) is passed over."""
+    found = dict.fromkeys(line.decode() for line in data.split(b"\n") if _WAITER.fullmatch(line))
+    return list(found)
