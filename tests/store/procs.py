@@ -305,3 +305,20 @@ def finish_and_crash(config: StoreConfig, task_id: str, k: int) -> None:
     files.FAULTS.exit_at = k
     store.finish(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={"r": 1})
     os._exit(0)
+
+
+def after_poster(opener: StoreOpener, dep_id: str, n: int, start: Any, out: Any) -> None:
+    """Post `n` tasks that wait for `dep_id`, as soon as `start` is set; report their ids."""
+    store = opener.open()
+    start.wait()
+    ids, errors = [], []
+    try:
+        for i in range(n):
+            ids.append(
+                store.post(
+                    HOST, QUEUE, {"i": i}, settings=LONG, posted_by="a", after=[dep_id]
+                ).task.id
+            )
+    except Exception as exc:  # any error at all fails the test
+        errors.append(repr(exc))
+    out.put((ids, errors))

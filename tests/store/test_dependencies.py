@@ -248,3 +248,56 @@ def test_a_crash_at_every_step_between_an_ending_and_its_release_the_sweep_relea
     else:
         pytest.fail("the finish never completed")
     assert released_by_sweep >= 1  # some crash fell between the ending and the release
+
+
+def test_posts_racing_the_end_of_what_they_wait_for_are_all_released(h):
+    now = int(time.time() * 1000)
+    a = h.post({"n": "a"}, settings=LONG, now=now)
+    h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now)
+    ctx = mp.get_context("spawn")
+    out, start = ctx.Queue(), ctx.Event()
+    posters = [
+        ctx.Process(target=procs.after_poster, args=(h.opener(), a.id, 40, start, out))
+        for _ in range(4)
+    ]
+    for p in posters:
+        p.start()
+    start.set()
+    first = out.get(timeout=120)  # one poster is done: the others may still be posting
+    h.store.finish(HOST, QUEUE, a.id, result={}, **W)
+    results = [first] + [out.get(timeout=120) for _ in posters[1:]]
+    for p in posters:
+        p.join(30)
+    assert all(not errors for _, errors in results), results
+    ids = [i for posted, _ in results for i in posted]
+    assert len(ids) == 160
+    # every one released, by the ending or by its own post: none waits for a finished task
+    assert [i for i in ids if _read(h, i).waiting_for is not None] == []
+    claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="w", max_tasks=100)
+    claimed += h.store.claim(HOST, QUEUE, settings=LONG, worker="w", max_tasks=100)
+    assert sorted(t.id for t in claimed) == sorted(ids)
+
+
+@pytest.mark.files_only("the file store's disk calls are where the ending is put")
+def test_an_ending_just_before_the_post_registers_is_released_by_the_post(h):
+    from queues.store import files
+
+    a = h.post({"n": "a"}, settings=LONG)
+    h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 1)
+    ended = []
+
+    def end_a_first(_call: int, kind: str) -> None:
+        # the post's first disk call is its registration with a: a ends just before it,
+        # so its release finds no waiter, as an ending in another process could
+        if not ended and kind == "open":
+            ended.append(True)
+            h.store.finish(HOST, QUEUE, a.id, result={}, now=T0 + 2, **W)
+
+    files.FAULTS.reset()
+    files.FAULTS.before = end_a_first
+    try:
+        b = h.post({"n": "b"}, settings=LONG, after=[a.id], now=T0 + 3)
+    finally:
+        files.FAULTS.reset()
+    assert ended and b.waiting_for == [f"{QUEUE}/{a.id}"]  # it was posted waiting
+    assert _read(h, b.id).waiting_for is None  # and released by its own post
