@@ -153,6 +153,10 @@ class PendingIndex:
             return task_id
         return None
 
+    def waiting_ids(self) -> frozenset[str]:
+        """The pending ids that wait for other tasks (the sweep has nothing to do to them)."""
+        return frozenset(self._waiting)
+
     def count(self) -> int:
         """Tasks in pending/: the candidates, and the ids a claim is trying now (their files
         stay in pending/ until its rename), and the waiting ones."""

@@ -86,14 +86,15 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     with _storage_faults_noted(report):  # a release an ending crashed before
         dependencies.sweep_dependents(core, qd, now=now)
     with core.lock:
-        known = dict(core.index(qd).entries)
+        index = core.index(qd)
+        known, waiting = dict(index.entries), index.waiting_ids()
     for task_id in sorted(set().union(*listed.values())):
         where = [d for d in paths.STATE_DIRS if task_id in listed[d]]
         # The index knows postedAt, and the window starts there or later (at a retry): a task
         # fresh by its postedAt is fresh; any other is read, and judged by its window_start.
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
-        if where == ["pending"] and fresh:
-            continue
+        if where == ["pending"] and (fresh or task_id in waiting):
+            continue  # a waiting task has no rule to meet: no window, no lease (rules.verdict)
         # A disk refusing one task's change may still allow the next one's (a full disk still
         # deletes: retention goes on while a requeue's write is refused).
         with _storage_faults_noted(report):
