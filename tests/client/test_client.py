@@ -99,8 +99,8 @@ def test_names_stay_one_path_segment_and_options_go_in_the_query(stub):
 def test_a_post_after_other_tasks_names_them_in_the_query(stub):
     handler, url = stub
     handler.answers = [(201, {"id": "t"})]
-    Client(url).post("h.example", "q", {"a": 1}, after=["0123456789abcdef", "other/0a1b2c3d4e5f6071"],
-                     on_dependency_failure="cancel")  # fmt: skip
+    after = ["0123456789abcdef", "other/0a1b2c3d4e5f6071"]
+    Client(url).post("h.example", "q", {"a": 1}, after=after, on_dependency_failure="cancel")
     _, path, _, _ = handler.seen[0]
     assert path == (
         "/api/v1/queues/h.example/q/tasks?after=0123456789abcdef%2Cother%2F0a1b2c3d4e5f6071"
