@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from queues.store import InvalidRequest, NotFound, QueueSettings
+from queues.store import InvalidRequest, NotFound, QueueSettings, State
 
 from . import procs
 from .conftest import HOST, QUEUE, T0
@@ -164,8 +164,7 @@ def test_a_batch_entry_may_wait_for_a_task_and_is_refused_by_index(h):
     assert h.count("pending") == 3
 
 
-def test_a_chain_runs_in_order_with_four_worker_processes(h):
-    n = 120
+def test_a_chain_runs_in_order_with_four_worker_processes(h, n=120):
     chain = [h.post({"n": 0}, settings=LONG, now=int(time.time() * 1000))]
     for i in range(1, n):
         chain.append(h.post({"n": i}, settings=LONG, after=[chain[-1].id]))
@@ -301,3 +300,36 @@ def test_an_ending_just_before_the_post_registers_is_released_by_the_post(h):
         files.FAULTS.reset()
     assert ended and b.waiting_for == [f"{QUEUE}/{a.id}"]  # it was posted waiting
     assert _read(h, b.id).waiting_for is None  # and released by its own post
+
+
+@pytest.mark.slow
+def test_a_chain_of_a_thousand_runs_in_order_with_four_worker_processes(h):
+    test_a_chain_runs_in_order_with_four_worker_processes(h, n=1000)
+
+
+def test_the_sweep_releases_what_an_ending_left_waiting(h, store_kind):
+    """An ending whose release did not happen (on files, a crash after the ending's record;
+    on PostgreSQL, a task ended by a write that released nothing): the sweep does it."""
+    a = h.post({"n": "a"}, settings=LONG)
+    b = h.post({"n": "b"}, settings=LONG, after=[a.id])
+    c = h.post({"n": "c"}, settings=LONG, after=[b.id])
+    [claimed] = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 1)
+    failed = claimed.replace(status=State.FAILED, lease=None, updated_at=T0 + 2, finished_at=T0 + 2)
+    if store_kind == "postgres":
+        from queues.store.rules import Change
+        from queues.store_pg.rows import DIRECTORY
+
+        change = Change(DIRECTORY[claimed.status], claimed, failed, "failed")
+        with h.store._pool.connection() as conn, conn.transaction():
+            h.store._writer.apply(conn, [change], now=T0 + 2, worker=None, settings=LONG,
+                                  release=False)  # fmt: skip
+    else:
+        with h.store.queue_dirs(HOST, QUEUE) as qd:  # the record alone, as a crash leaves it
+            from queues.store import copies
+
+            copies.commit(qd, "processing", failed, fsync=False)
+    assert _read(h, b.id).waiting_for == [f"{QUEUE}/{a.id}"]
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 3)
+    assert (_read(h, b.id).error, _read(h, c.id).error) == ("dependency_failed",) * 2
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 4)  # a second sweep finds nothing to do
+    assert h.event_names(b.id).count("failed") == 1
