@@ -89,6 +89,18 @@ def parser() -> argparse.ArgumentParser:
     post.add_argument("--delay", type=int, help="seconds before it may be claimed")
     post.add_argument("--priority", type=int, help="-100 to 100, higher claimed first")
     post.add_argument(
+        "--after",
+        action="append",
+        metavar="ID",
+        help="run only after this task finished (an id of the queue, or QUEUE/ID of another "
+        "queue of the host); may be given more than once",
+    )
+    post.add_argument(
+        "--on-dependency-failure",
+        choices=["fail", "cancel"],
+        help="what a failed --after task does to this one (default: fail it)",
+    )
+    post.add_argument(
         "--key",
         help="an idempotency key: posting it again returns the same task "
         "(with --from-file, KEY-LINE for each line)",
@@ -267,7 +279,14 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
     for item, key in items(args):
         task = with_backoff(
             lambda item=item, key=key: client.post(
-                host, queue, item, delay=args.delay, priority=args.priority, idempotency_key=key
+                host,
+                queue,
+                item,
+                delay=args.delay,
+                priority=args.priority,
+                idempotency_key=key,
+                after=args.after,
+                on_dependency_failure=args.on_dependency_failure,
             ),
             repeatable=key is not None,
         )

@@ -115,6 +115,20 @@ def test_the_task_page_shows_when_it_was_posted_and_when_retried(resize):
     assert '<th scope="row">requeued</th><td><time title="2025-07-03 23:46:40.000Z">' in page
 
 
+def test_the_task_page_says_what_a_task_waits_for_and_what_ended_it(resize):
+    store, settings = stores.of("task.example.com", "resize"), resize.to_settings()
+    a = post(resize)
+    b = store.post("task.example.com", "resize", {"n": 2}, settings=settings, posted_by="alice",
+                   after=[a.id]).task  # fmt: skip
+    client = client_for("olga", role="operator", queue=resize)
+    page = client.get(f"/console/task.example.com/resize/{b.id}/").content.decode()
+    assert f'<span class="mono">resize/{a.id}</span> · <strong>waiting for 1</strong>' in page
+    store.cancel("task.example.com", "resize", a.id, settings=settings)
+    page = client.get(f"/console/task.example.com/resize/{b.id}/").content.decode()
+    assert f'ended by <span class="mono">resize/{a.id}</span>, which did not finish' in page
+    assert "dependency_failed" in page
+
+
 def test_a_refused_action_is_reported_and_changes_nothing(resize):
     task = post(resize)
     client = client_for("olga", role="operator", queue=resize)

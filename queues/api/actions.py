@@ -4,6 +4,7 @@ Views parse and render; these decide who may, using the QueueContext, and call t
 the queue's settings. Reading a task to learn whose it is comes first where ownership matters.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from queues import stores
@@ -12,6 +13,7 @@ from queues.api.context import QueueContext
 from queues.models import Role
 from queues.store import (
     ANY,
+    InvalidRequest,
     NotFound,
     PostEntry,
     PostResult,
@@ -21,16 +23,50 @@ from queues.store import (
     StoreError,
     Task,
     TaskPage,
+    rules,
 )
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
 
+# the QueueContext of another queue of the same host (context.resolve for the request)
+ContextOf = Callable[[str], QueueContext]
+
+
+def check_after(ctx: QueueContext, after: Any, on_failure: Any, context_of: ContextOf) -> None:
+    """Each task a post names in `after` is one the caller may read, as a read of it would
+    answer (404 for one that is not there, or not the caller's to see), on the same store as
+    the post's queue (a dependency is the store's to follow)."""
+    if not after:
+        return
+    refs = rules.check_after(ctx.queue, after, on_failure) or []
+    store = stores.of(ctx.host, ctx.queue)
+    for ref in refs:
+        queue, task_id = rules.split_ref(ref)
+        other = ctx if queue == ctx.queue else context_of(queue)
+        if stores.of(ctx.host, queue) is not store:
+            raise InvalidRequest(
+                f"after names a task of {queue}, a queue on another store than {ctx.queue}'s."
+            )
+        other.check_visible(store.read(ctx.host, queue, task_id))
+
+
 def post(
-    ctx: QueueContext, item: Any, *, priority: int, delay: int, idempotency_key: str | None
+    ctx: QueueContext,
+    item: Any,
+    *,
+    priority: int,
+    delay: int,
+    idempotency_key: str | None,
+    after: list[str] | None = None,
+    on_dependency_failure: str | None = None,
+    context_of: ContextOf | None = None,
 ) -> PostResult:
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
+    if after:
+        assert context_of is not None, "a post with after reads other queues' tasks"
+        check_after(ctx, after, on_dependency_failure, context_of)
     # Without the producer role this is a public post: postedBy null, its id its only key.
     posted_by = ctx.caller if PRODUCER in ctx.roles else None
     return stores.of(ctx.host, ctx.queue).post(
@@ -42,13 +78,24 @@ def post(
         priority=priority,
         delay_seconds=delay,
         idempotency_key=idempotency_key,
+        after=after,
+        on_dependency_failure=on_dependency_failure,
     )
 
 
-def post_many(ctx: QueueContext, entries: list[PostEntry]) -> list[PostResult]:
+def post_many(
+    ctx: QueueContext, entries: list[PostEntry], *, context_of: ContextOf | None = None
+) -> list[PostResult]:
     """A batch post, under the same rights as one post (a public queue's batch is public)."""
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
+    for index, entry in enumerate(entries):
+        if entry.after:
+            assert context_of is not None, "a post with after reads other queues' tasks"
+            try:
+                check_after(ctx, list(entry.after), entry.on_dependency_failure, context_of)
+            except StoreError as exc:
+                raise exc.at(index) from exc
     posted_by = ctx.caller if PRODUCER in ctx.roles else None
     return stores.of(ctx.host, ctx.queue).post_many(
         ctx.host, ctx.queue, entries, settings=ctx.settings, posted_by=posted_by

@@ -206,7 +206,8 @@ def entries(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return value
 
 
-_POST_FIELDS = frozenset({"item", "delay", "priority", "idempotencyKey"})
+_POST_FIELDS = frozenset({"item", "delay", "priority", "idempotencyKey", "after",
+                          "onDependencyFailure"})  # fmt: skip
 
 
 def post_entries(body: dict[str, Any]) -> list[PostEntry]:
@@ -223,11 +224,28 @@ def post_entries(body: dict[str, Any]) -> list[PostEntry]:
                     delay_seconds=integer(entry, "delay", 0),
                     priority=integer(entry, "priority", 0),
                     idempotency_key=_optional_string(entry, "idempotencyKey"),
+                    after=_after(entry.get("after")),
+                    on_dependency_failure=_optional_string(entry, "onDependencyFailure"),
                 )
             )
         except StoreError as exc:
             raise exc.at(index) from exc
     return found
+
+
+def _after(value: Any) -> tuple[str, ...]:
+    """An entry's `after`: a list of task ids (rules.check_after checks each)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidRequest("after must be a list of task ids (id or queue/id).")
+    return tuple(value)
+
+
+def after_query(request: Any) -> list[str] | None:
+    """A single post's `after` query parameter: ids separated by commas, or repeated."""
+    values = [v for raw in request.query_params.getlist("after") for v in raw.split(",") if v]
+    return values or None
 
 
 _OUTCOME_FIELDS = frozenset({"id", "attempt", "outcome", "result"})

@@ -44,6 +44,29 @@ class _ExtensionFields(serializers.Serializer):
         "budget) put the task back; the queue timeout counts from the later of postedAt and "
         "this.",
     )
+    after = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="The tasks this one was posted to run after, as queue/id of its host.",
+    )
+    waitingFor = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Those of `after` not finished yet: no claim takes the task while any is left.",
+    )
+    onDependencyFailure = serializers.ChoiceField(
+        choices=["cancel"],
+        required=False,
+        help_text="cancel: a failed dependency cancels this task (without it, fails it).",
+    )
+    releasedAt = serializers.IntegerField(
+        required=False,
+        help_text="When the last of `after` finished; the queue timeout counts from here.",
+    )
+    failedDependency = serializers.CharField(
+        required=False,
+        help_text="The dependency (queue/id) whose failure, timeout or cancel ended this task.",
+    )
 
 
 class TaskStatusSerializer(_ExtensionFields):
@@ -56,7 +79,9 @@ class TaskStatusSerializer(_ExtensionFields):
     attempts = serializers.IntegerField()
     progress = serializers.JSONField(allow_null=True)
     result = serializers.JSONField(allow_null=True)
-    error = serializers.CharField(allow_null=True, help_text="'timeout' or 'attempts'.")
+    error = serializers.CharField(
+        allow_null=True, help_text="'timeout', 'attempts' or 'dependency_failed'."
+    )
     postedAt = serializers.IntegerField()
     updatedAt = serializers.IntegerField()
     finishedAt = serializers.IntegerField(allow_null=True)
@@ -86,6 +111,18 @@ class PostEntrySerializer(serializers.Serializer):
         required=False,
         max_length=255,
         help_text="As the Idempotency-Key header of a single post; each key once per batch.",
+    )
+    after = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        max_length=100,
+        help_text="Task ids (id, or queue/id of another queue of the host) that must finish "
+        "before this task may be claimed.",
+    )
+    onDependencyFailure = serializers.ChoiceField(
+        choices=["fail", "cancel"],
+        required=False,
+        help_text="What a failed dependency does to this task (default fail).",
     )
 
 

@@ -70,6 +70,26 @@ class TasksView(APIView):
             _int_query("delay", "Seconds before it may be claimed, 0..queueSeconds."),
             _int_query("priority", "-100..100; higher is claimed first."),
             OpenApiParameter(
+                "after",
+                str,
+                OpenApiParameter.QUERY,
+                description=(
+                    "Task ids (id of this queue, or queue/id of another queue of the host) that"
+                    " must finish before this task may be claimed, separated by commas. 404 for"
+                    " one the caller may not read."
+                ),
+            ),
+            OpenApiParameter(
+                "onDependencyFailure",
+                str,
+                OpenApiParameter.QUERY,
+                enum=["fail", "cancel"],
+                description=(
+                    "What a failed, timed-out or cancelled dependency does to this task: fail it"
+                    " (error dependency_failed, the default) or cancel it."
+                ),
+            ),
+            OpenApiParameter(
                 "Idempotency-Key",
                 str,
                 OpenApiParameter.HEADER,
@@ -98,6 +118,9 @@ class TasksView(APIView):
                 request, "delay", int, 0, low=0, high=ctx.settings.queue_seconds, unit="seconds"
             ),
             idempotency_key=request.headers.get("Idempotency-Key"),
+            after=inputs.after_query(request),
+            on_dependency_failure=request.query_params.get("onDependencyFailure"),
+            context_of=lambda other: resolve(request, host, other),
         )
         headers = {"Location": reverse("queues:api:task", args=[host, queue, posted.task.id])}
         if posted.replayed:
@@ -399,7 +422,11 @@ class PostManyView(APIView):
     )
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
-        posted = actions.post_many(ctx, inputs.post_entries(inputs.json_object(request)))
+        posted = actions.post_many(
+            ctx,
+            inputs.post_entries(inputs.json_object(request)),
+            context_of=lambda other: resolve(request, host, other),
+        )
         return Response(
             {
                 "tasks": [p.task.status_view() for p in posted],

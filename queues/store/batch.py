@@ -25,6 +25,10 @@ class PostEntry:
     priority: int = 0
     delay_seconds: int = 0
     idempotency_key: str | None = None
+    # the tasks it runs after, as posted ("id" of the same queue, or "queue/id" of its host),
+    # and what a failed one does to it ("fail", the default, or "cancel"): rules.check_after
+    after: tuple[str, ...] = ()
+    on_dependency_failure: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -169,7 +169,7 @@ def _take_one(
             raise files.unreadable(exc) from exc
         if not copies.belongs(qd, task_id, task):
             return "foreign"
-        if task.status is not State.PENDING or task.available_at > now:
+        if task.status is not State.PENDING or task.available_at > now or task.waiting_for:
             return "later" if task.status is State.PENDING else "gone"
         try:
             files.rename_noreplace(pending, name, qd.fd("processing"))

@@ -26,6 +26,8 @@ EVENTS = frozenset(
     | {"cleaned", "cancelled", "retried", "quarantined"}
     # an operator's: a stuck task's lease ended now, an ended task deleted before its retention
     | {"requeued", "deleted"}
+    # a task that waited for others: the last of them finished, and it may be claimed now
+    | {"released"}
 )
 
 

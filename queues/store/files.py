@@ -594,3 +594,21 @@ def lock_open(dir_fd: int, name: str, fd: int, *, block: bool) -> bool:
         return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev)
     except (BlockingIOError, FileNotFoundError):
         return False  # someone else holds it or moved it: a lost race, the caller skips
+
+
+def append_line_at(dir_fd: int, name: str, line: bytes, *, fsync: bool) -> None:
+    """Append one line to a file of lines below `dir_fd`, made if missing (a task's waiters:
+    queues.store.dependencies). The line starts on a fresh line, so a fragment a crash left
+    at the end is never glued to it; readers pass over what is not a whole line."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = int(_call("open", os.open, name, flags, FILE_MODE, dir_fd=dir_fd))
+    try:
+        data = b"\n" + line + b"\n"
+        if _call("append", os.write, fd, data) != len(data):
+            raise StorageUnavailable("The store could not write a whole line.")
+        if fsync:
+            _call("fsync", os.fdatasync, fd)
+    finally:
+        os.close(fd)
+    if fsync:
+        sync_dir(dir_fd)

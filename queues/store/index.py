@@ -32,6 +32,9 @@ class PendingIndex:
         self._ready: list[tuple[int, int, int, str]] = []
         self._delayed: list[tuple[int, str]] = []  # (availableAt, id)
         self._taken: dict[str, Key] = {}  # ids a claim is trying now
+        # pending ids waiting for other tasks (dependencies.py): never candidates; the inode
+        # seen by the last listing (0: not listed yet), so a listing re-reads only a rewrite
+        self._waiting: dict[str, int] = {}
         self._sub: Subscription | None = changes.subscribe(proc_path)
         self._mtime = -1
         # A name could not be read (out of descriptors, say): list the directory again at the
@@ -51,11 +54,14 @@ class PendingIndex:
                         continue
                     if present:
                         self.learn(task_id)
-                    elif task_id in self.entries and not self._exists(task_id):
+                    elif (task_id in self.entries or task_id in self._waiting) and not self._exists(
+                        task_id
+                    ):
                         # Moved out or deleted. The check matters: a task this process put
                         # back (retry, requeue) is in the index already, and the old "moved out"
                         # event can arrive after that and before the "moved in" one.
-                        del self.entries[task_id]
+                        self.entries.pop(task_id, None)
+                        self._waiting.pop(task_id, None)
                 return
         else:  # no inotify, or no more (the directory went, or this is a forked child)
             mtime = os.stat(self._fd).st_mtime_ns
@@ -71,10 +77,14 @@ class PendingIndex:
             task_id = paths.task_id_of(entry.name)
             if task_id is not None:
                 present.add(task_id)
-                if task_id not in self.entries:
+                if task_id not in self.entries and self._waiting.get(task_id) != entry.inode():
                     self.learn(task_id)
+                    if task_id in self._waiting:
+                        self._waiting[task_id] = entry.inode()
         for task_id in set(self.entries) - present:
             del self.entries[task_id]
+        for task_id in set(self._waiting) - present:
+            del self._waiting[task_id]
 
     def learn(self, task_id: str) -> None:
         """Index a pending name, or drop it if it is gone or corrupt (the sweep quarantines
@@ -95,7 +105,10 @@ class PendingIndex:
             self.entries.pop(task_id, None)
             return
         if values["status"] is State.PENDING:
-            self._put(task_id, _key(values))
+            if values.get("waiting_for"):
+                self._wait(task_id)
+            else:
+                self._put(task_id, _key(values))
 
     def _exists(self, task_id: str) -> bool:
         try:
@@ -105,9 +118,17 @@ class PendingIndex:
         return True
 
     def add(self, task: Task) -> None:
-        self._put(task.id, _key(vars(task)))
+        if task.waiting_for:
+            self._wait(task.id)
+        else:
+            self._put(task.id, _key(vars(task)))
+
+    def _wait(self, task_id: str) -> None:
+        self.entries.pop(task_id, None)
+        self._waiting.setdefault(task_id, 0)
 
     def _put(self, task_id: str, key: Key) -> None:
+        self._waiting.pop(task_id, None)
         if self.entries.get(task_id) == key:
             return
         self.entries[task_id] = key
@@ -132,10 +153,15 @@ class PendingIndex:
             return task_id
         return None
 
+    def waiting_ids(self) -> frozenset[str]:
+        """The pending ids that wait for other tasks (the sweep has nothing to do to them)."""
+        return frozenset(self._waiting)
+
     def count(self) -> int:
         """Tasks in pending/: the candidates, and the ids a claim is trying now (their files
-        stay in pending/ until its rename)."""
-        return len(self.entries) + sum(1 for i in self._taken if i not in self.entries)
+        stay in pending/ until its rename), and the waiting ones."""
+        taken = sum(1 for i in self._taken if i not in self.entries)
+        return len(self.entries) + taken + len(self._waiting)
 
     def give_back(self, task_id: str) -> None:
         """A taken id the claim could not settle (another process held it): still a candidate."""
@@ -147,6 +173,7 @@ class PendingIndex:
     def forget(self, task_id: str) -> None:
         self._taken.pop(task_id, None)
         self.entries.pop(task_id, None)
+        self._waiting.pop(task_id, None)
 
     def close(self) -> None:
         """Stop listening: the change log keeps no more names for this directory."""

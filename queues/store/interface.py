@@ -45,6 +45,8 @@ class TaskStore(Protocol):
         delay_seconds: int = 0,
         idempotency_key: str | None = None,
         now: int | None = None,
+        after: list[str] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> PostResult: ...
 
     def post_many(

@@ -26,7 +26,9 @@ _TASK_FILE = re.compile(r"([0-9a-f]{16})\.json", re.ASCII)
 STATE_DIRS = ("pending", "processing", "done")
 KEYS_DIR = "keys"  # idempotency keys: a sibling of the state directories, never inside them
 QUARANTINE_DIR = "quarantine"
-QUEUE_DIRS = (*STATE_DIRS, KEYS_DIR, QUARANTINE_DIR)
+# who waits for a task of this queue: one file per task that has dependents (dependencies.py)
+DEPENDENTS_DIR = "dependents"
+QUEUE_DIRS = (*STATE_DIRS, KEYS_DIR, QUARANTINE_DIR, DEPENDENTS_DIR)
 SWEEP_LOCK = ".sweep.lock"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -6,7 +6,7 @@ import dataclasses
 import time
 from typing import Any
 
-from . import batch, copies, paths, posting, rules, sequence
+from . import batch, copies, dependencies, paths, posting, rules, sequence
 from .batch import PostEntry
 from .clock import now_ms
 from .core import QueueCore
@@ -33,6 +33,8 @@ def post(
     now: int | None = None,
     reposted_from: str | None = None,
     because: Because = NO_REASON,
+    after: list[str] | None = None,
+    on_dependency_failure: str | None = None,
 ) -> PostResult:
     now = now_ms(now)
     entry = PostEntry(
@@ -40,9 +42,12 @@ def post(
         priority=priority,
         delay_seconds=delay_seconds,
         idempotency_key=idempotency_key,
+        after=tuple(after or ()),
+        on_dependency_failure=on_dependency_failure,
     )
     task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
                      reposted_from=reposted_from)  # fmt: skip
+    task = dependencies.prepare(core, task)
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
             [task] = _numbered(qd, [task], now)
@@ -62,6 +67,8 @@ def post(
                     prior = core.admit(qd, task, now=now, settings=settings, because=because)
     if prior is not None:
         return PostResult(task=prior, replayed=True)
+    if task.waiting_for:
+        dependencies.settle_new(core, task, now=now)
     return PostResult(task=task, replayed=False)
 
 
@@ -96,6 +103,11 @@ def post_many(
             )
         except StoreError as exc:
             raise exc.at(index) from exc
+    for index, task in enumerate(tasks):
+        try:
+            tasks[index] = dependencies.prepare(core, task)
+        except StoreError as exc:
+            raise exc.at(index) from exc
     with core.queue_dirs(host, queue, create=True) as qd:
         if not settings.max_pending:
             tasks = _numbered(qd, tasks, now)
@@ -108,6 +120,9 @@ def post_many(
                         posting.check_room(core.pending_count(qd), settings, adding=adding)
                 tasks = _numbered(qd, tasks, now)
                 priors = core.admit_many(qd, tasks, now=now, settings=settings)
+    for task, prior in zip(tasks, priors, strict=True):
+        if prior is None and task.waiting_for:
+            dependencies.settle_new(core, task, now=now)
     return [
         PostResult(task=task, replayed=False)
         if prior is None

@@ -39,6 +39,11 @@ TRANSITIONS: frozenset[tuple[State | None, State | None, str | None]] = frozense
         (State.PROCESSING, State.FINISHED, "result"),
         (State.PROCESSING, State.FAILED, "failed"),
         (State.PENDING, State.FAILED, "timeout"),
+        # dependencies (dependencies.py): the last one finished; one finished of several (no
+        # line: the task still waits); one failed, which fails or cancels the waiting task
+        (State.PENDING, State.PENDING, "released"),
+        (State.PENDING, State.PENDING, None),
+        (State.PENDING, State.FAILED, "failed"),
         (State.PROCESSING, State.FAILED, "timeout"),
         (State.PROCESSING, State.PENDING, "requeue"),
         # the sweep's requeue of an interrupted claim: a pending record found in processing/
@@ -130,6 +135,16 @@ _EXT = {
     # updatedAt moves with every heartbeat), so the console's bulk actions can leave alone a
     # task that was claimed after they counted.
     "claimed_at": "claimedAt",
+    # Dependencies (dependencies.py): the tasks this one was posted to run after, as
+    # "queue/id" of its host; those of them that have not finished yet (the task is kept out
+    # of claims while any is left); "cancel" when a failed one is to cancel this task rather
+    # than fail it; when the last one finished (its queue timeout counts from here); and the
+    # one whose failure ended this task.
+    "after": "after",
+    "waiting_for": "waitingFor",
+    "on_dependency_failure": "onDependencyFailure",
+    "released_at": "releasedAt",
+    "failed_dependency": "failedDependency",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
@@ -180,6 +195,11 @@ class Task:
     cancel_requested_by: str | None = None
     seq: int = 0
     claimed_at: int | None = None
+    after: list[str] | None = None
+    waiting_for: list[str] | None = None
+    on_dependency_failure: str | None = None
+    released_at: int | None = None
+    failed_dependency: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -238,8 +258,14 @@ class Task:
 
     @property
     def window_start(self) -> int:
-        """Where the queue timeout counts from: the post, or the latest retry."""
-        return max(self.posted_at, self.requeued_at or 0)
+        """Where the queue timeout counts from: the post, the latest retry, or the release of a
+        task that waited for others."""
+        return max(self.posted_at, self.requeued_at or 0, self.released_at or 0)
+
+    @property
+    def waiting(self) -> bool:
+        """A pending task some of whose dependencies have not finished: no claim takes it."""
+        return self.status is State.PENDING and bool(self.waiting_for)
 
     @classmethod
     def from_record(cls, data: Any) -> Task:
@@ -303,6 +329,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "cancel_requested_by": (str, type(None)),
     "seq": (int,),
     "claimed_at": (int, type(None)),
+    "after": (list, type(None)),
+    "waiting_for": (list, type(None)),
+    "on_dependency_failure": (str, type(None)),
+    "released_at": (int, type(None)),
+    "failed_dependency": (str, type(None)),
 }
 
 

@@ -15,9 +15,11 @@ import orjson
 from . import paths, posting
 from .batch import PostEntry, Report
 from .errors import (
+    InvalidName,
     InvalidRequest,
     LeaseLost,
     NotCancellable,
+    NotFound,
     NotRequeueable,
     NotRetryable,
     out_of_range,
@@ -58,6 +60,7 @@ def new_task(
     """A checked entry as the pending record it becomes (nothing written yet)."""
     posting.check_item(entry.item, settings)
     posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
+    after = check_after(queue, entry.after, entry.on_dependency_failure)
     return Task(
         id=secrets.token_hex(8),
         host=paths.validate_host(host),
@@ -73,7 +76,72 @@ def new_task(
         max_attempts=settings.attempt_budget(),
         idempotency_key=entry.idempotency_key,
         reposted_from=reposted_from,
+        after=after,
+        waiting_for=after,
+        on_dependency_failure="cancel" if entry.on_dependency_failure == "cancel" else None,
     )
+
+
+# -- dependencies ---------------------------------------------------------------------------
+
+MAX_AFTER = 100
+DEPENDENCY_FAILURES = ("fail", "cancel")
+
+
+def check_after(queue: str, after: Any, on_failure: Any) -> list[str] | None:
+    """A post's `after` as "queue/id" references of the same host, each once, in the order
+    given (None for none); InvalidRequest for anything else. A bare id is of the post's queue."""
+    if on_failure is not None and on_failure not in DEPENDENCY_FAILURES:
+        raise InvalidRequest('onDependencyFailure must be "fail" or "cancel".')
+    if after is None or (isinstance(after, list | tuple) and not after):
+        if on_failure is not None:
+            raise InvalidRequest("onDependencyFailure needs after.")
+        return None
+    if not isinstance(after, list | tuple) or len(after) > MAX_AFTER:
+        raise InvalidRequest(f"after must be a list of at most {MAX_AFTER} task ids.")
+    refs: list[str] = []
+    for value in after:
+        if not isinstance(value, str):
+            raise InvalidRequest("after holds task ids, each a string (id or queue/id).")
+        dep_queue, _, dep_id = value.rpartition("/")
+        ref = f"{dep_queue or queue}/{dep_id}"
+        try:
+            paths.validate_queue(dep_queue or queue)
+            paths.validate_task_id(dep_id)
+        except (InvalidName, NotFound) as exc:
+            raise InvalidRequest(f"after: {value!r} is not a task id (id or queue/id).") from exc
+        if ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """A "queue/id" reference as (queue, id)."""
+    queue, _, task_id = ref.partition("/")
+    return queue, task_id
+
+
+def plan_release(
+    task: Task, source: str, dependency: str, ended: State | None, *, now: int
+) -> Change | None:
+    """What the end of one of a waiting task's dependencies (`ended`: its status, or None for a
+    task that is gone) makes of it: finished, one fewer to wait for (the last: `released`, and
+    its queue timeout starts now); anything else, the task ends failed (dependency_failed,
+    naming it) or cancelled, as its post asked. None when it no longer waits for it."""
+    if not task.waiting or dependency not in (task.waiting_for or ()):
+        return None
+    if ended is State.FINISHED:
+        rest = [ref for ref in task.waiting_for or () if ref != dependency]
+        if rest:
+            return Change(source, task, task.replace(waiting_for=rest, updated_at=now), None)
+        new = task.replace(waiting_for=None, released_at=now, updated_at=now)
+        return Change(source, task, new, "released")
+    ending = {"waiting_for": None, "failed_dependency": dependency, "updated_at": now,
+              "finished_at": now}  # fmt: skip
+    if task.on_dependency_failure == "cancel":
+        return Change(source, task, task.replace(status=State.CANCELLED, **ending), "cancelled")
+    new = task.replace(status=State.FAILED, error="dependency_failed", **ending)
+    return Change(source, task, new, "failed", {"error": "dependency_failed"})
 
 
 # -- claims and workers' reports ------------------------------------------------------------
@@ -286,7 +354,8 @@ def plan_cancel(task: Task, source: str, *, now: int, by: str | None) -> Change 
     line that ends it names the operator), None when already requested; terminal ->
     NotCancellable."""
     if task.status is State.PENDING:
-        new = task.replace(status=State.CANCELLED, updated_at=now, finished_at=now, ended_by=None)
+        new = task.replace(status=State.CANCELLED, updated_at=now, finished_at=now, ended_by=None,
+                           waiting_for=None)  # fmt: skip
         return Change(source, task, new, "cancelled", because=Because(by=by))
     if task.status is State.PROCESSING:
         if task.cancel_requested:
@@ -321,6 +390,8 @@ def plan_retry(
         last_error=task.result if task.result is not None else task.error,
         requeued_at=now,
         ended_by=None,
+        waiting_for=None,  # a retried task runs: what it waited for has ended
+        failed_dependency=None,
     )
     return Change(
         source,
@@ -360,7 +431,13 @@ def verdict(directory: str, task: Task, settings: QueueSettings, now: int) -> st
     with attempts left), "failed" (a lapsed lease past the budget), "cancelled" (a lapsed lease
     whose cancel was requested), "cleaned" (retention over), or None. The one place the rules
     are: the sweeps act on it, the preview counts it."""
-    if directory != "done" and now - task.window_start > settings.queue_seconds * 1000:
+    # a waiting task's window opens at its release: its dependencies' own timeouts bound it
+    waiting = directory == "pending" and task.waiting
+    if (
+        directory != "done"
+        and not waiting
+        and now - task.window_start > settings.queue_seconds * 1000
+    ):
         return "timeout"
     if directory == "processing" and task.status is State.PENDING:
         return "requeue"  # a claim that crashed between its rename and its rewrite

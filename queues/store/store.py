@@ -83,6 +83,8 @@ class QueueStore:
         delay_seconds: int = 0,
         idempotency_key: str | None = None,
         now: int | None = None,
+        after: list[str] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> PostResult:
         return producing.post(
             self.core,
@@ -95,6 +97,8 @@ class QueueStore:
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key,
             now=now,
+            after=after,
+            on_dependency_failure=on_dependency_failure,
         )
 
     def post_many(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, files, paths, rules
+from . import copies, dependencies, files, paths, rules
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable, StoreError
@@ -83,15 +83,18 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
     with _storage_faults_noted(report):
         _remove_orphan_keys(qd, listed, now, report)
+    with _storage_faults_noted(report):  # a release an ending crashed before
+        dependencies.sweep_dependents(core, qd, now=now)
     with core.lock:
-        known = dict(core.index(qd).entries)
+        index = core.index(qd)
+        known, waiting = dict(index.entries), index.waiting_ids()
     for task_id in sorted(set().union(*listed.values())):
         where = [d for d in paths.STATE_DIRS if task_id in listed[d]]
         # The index knows postedAt, and the window starts there or later (at a retry): a task
         # fresh by its postedAt is fresh; any other is read, and judged by its window_start.
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
-        if where == ["pending"] and fresh:
-            continue
+        if where == ["pending"] and (fresh or task_id in waiting):
+            continue  # a waiting task has no rule to meet: no window, no lease (rules.verdict)
         # A disk refusing one task's change may still allow the next one's (a full disk still
         # deletes: retention goes on while a requeue's write is refused).
         with _storage_faults_noted(report):

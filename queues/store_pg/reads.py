@@ -42,8 +42,8 @@ def list_tasks(
     where = [sql.SQL("host = %s AND queue = %s")]
     params: list[Any] = [host, queue]
     if status is not None:
-        where.append(sql.SQL("status = %s"))
-        params.append(status.value)
+        where.append(sql.SQL("status = ANY(%s)"))
+        params.append(rows.status_column(status))
     if posted_by is None:
         where.append(sql.SQL("posted_by IS NULL"))
     elif not isinstance(posted_by, _Any):
@@ -70,9 +70,9 @@ def list_tasks(
 # change) are "retrying", the others "delayed".
 _STATS = """
 SELECT
-    count(*) FILTER (WHERE status = 'pending'),
+    count(*) FILTER (WHERE status IN ('pending', 'waiting')),
     count(*) FILTER (WHERE status = 'processing'),
-    count(*) FILTER (WHERE status NOT IN ('pending', 'processing')),
+    count(*) FILTER (WHERE status NOT IN ('pending', 'waiting', 'processing')),
     count(*) FILTER (WHERE status = 'pending' AND available_at > %(now)s
                      AND NOT (attempts > 0 AND available_at > updated_at)),
     count(*) FILTER (WHERE status = 'pending' AND available_at > %(now)s
@@ -80,7 +80,7 @@ SELECT
     count(*) FILTER (WHERE status = 'finished'),
     count(*) FILTER (WHERE status = 'failed'),
     count(*) FILTER (WHERE status = 'cancelled'),
-    min(posted_at) FILTER (WHERE status = 'pending')
+    min(posted_at) FILTER (WHERE status IN ('pending', 'waiting'))
 FROM th_tasks WHERE host = %(host)s AND queue = %(queue)s
 """
 
@@ -132,8 +132,8 @@ def find(
     where: list[sql.Composable] = [sql.SQL("host = %s AND queue = %s")]
     params: list[Any] = [host, queue]
     if selection.status is not None:
-        where.append(sql.SQL("status = %s"))
-        params.append(selection.status.value)
+        where.append(sql.SQL("status = ANY(%s)"))
+        params.append(rows.status_column(selection.status))
     if selection.id_prefix:
         where.append(sql.SQL("starts_with(id, %s)"))
         params.append(selection.id_prefix)

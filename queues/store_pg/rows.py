@@ -38,10 +38,21 @@ TASK_TYPES = ("text", "integer", "integer", "bigint", "bigint", "bigint", "bigin
               "text", "bigint", "bigint", "bigint", "text")  # fmt: skip
 
 
+# The status column of a pending task that waits for others (dependencies.py): no claim, no
+# queue-timeout window (their partial indexes name 'pending') ever reads its row. Its record
+# says pending, and every count and filter of pending takes both (status_column).
+WAITING = "waiting"
+
+
+def status_column(state: State) -> list[str]:
+    """The status column's values of a status (pending: the waiting ones too)."""
+    return [state.value, WAITING] if state is State.PENDING else [state.value]
+
+
 def task_values(task: Task) -> tuple[Any, ...]:
     """The TASK_COLUMNS values of a task (record: the file's JSON text, byte for byte)."""
     return (
-        task.status.value,
+        WAITING if task.waiting else task.status.value,
         task.priority,
         task.attempts,
         task.posted_at,

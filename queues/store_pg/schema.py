@@ -78,6 +78,16 @@ CREATE TABLE IF NOT EXISTS th_payloads (
     PRIMARY KEY (host, queue, task_id, name)
 );
 CREATE INDEX IF NOT EXISTS th_payloads_at ON th_payloads (at);
+-- Who waits for a task (dependencies.py): one row per (awaited task, waiting task) of a host,
+-- deleted in the transaction that releases the waiting one.
+CREATE TABLE IF NOT EXISTS th_dependencies (
+    host varchar(253) NOT NULL,
+    queue varchar(64) NOT NULL,
+    id varchar(16) NOT NULL,
+    waiter_queue varchar(64) NOT NULL,
+    waiter_id varchar(16) NOT NULL,
+    PRIMARY KEY (host, queue, id, waiter_queue, waiter_id)
+);
 -- The events' `offset`: Task Logs' (file, offset, digest) is unique, and our rows' file is
 -- 'postgres' and digest 0, so the offset alone tells them apart.
 CREATE SEQUENCE IF NOT EXISTS th_event_offsets;

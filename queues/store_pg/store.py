@@ -38,7 +38,7 @@ from queues.store.settings import QueueSettings
 from queues.store.sweep import SweepReport
 from queues.store.sweep_preview import SweepPreview
 
-from . import feed, preview, reads, rows, schema, sweeping
+from . import dependencies, feed, preview, reads, rows, schema, sweeping
 from .config import PgStoreConfig
 from .following import SETTLE_SECONDS, EventFollower
 from .pool import Pool
@@ -124,6 +124,8 @@ class PostgresStore:
         now: int | None = None,
         reposted_from: str | None = None,
         because: Because = NO_REASON,
+        after: list[str] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> PostResult:
         now = now_ms(now)
         entry = PostEntry(
@@ -131,6 +133,8 @@ class PostgresStore:
             priority=priority,
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key,
+            after=tuple(after or ()),
+            on_dependency_failure=on_dependency_failure,
         )
         task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by,
                               now=now, reposted_from=reposted_from)  # fmt: skip
@@ -186,11 +190,12 @@ class PostgresStore:
             # every key looked at before anything is written: a reused one refuses the batch;
             # and before the room is counted, since a replay adds nothing to the queue
             priors = self._prior_keys(conn, tasks, batch=batch)
+            tasks, ended = self._dependencies(conn, tasks, priors, batch=batch)
             adding = len(tasks) - len(priors)
             if settings.max_pending and adding:
                 pending = conn.execute(
                     "SELECT count(*) FROM th_tasks"
-                    " WHERE host = %s AND queue = %s AND status = 'pending'",
+                    " WHERE host = %s AND queue = %s AND status IN ('pending', 'waiting')",
                     (host, queue),
                 ).fetchone()
                 posting.check_room(int(pending[0]) if pending else 0, settings, adding=adding)
@@ -213,6 +218,10 @@ class PostgresStore:
                 if task.id not in prior:
                     raise StorageUnavailable("The idempotency key kept changing; try again.")
                 priors.update(prior)
+            for task in tasks:
+                if task.id in ended and task.id not in priors:
+                    dependencies.settle_new(conn, self._writer.apply_one, task, ended[task.id],
+                                            now=now)  # fmt: skip
         self._statistics.inserted(len(tasks) - len(priors))
         return [
             PostResult(task=priors[t.id], replayed=True)
@@ -220,6 +229,21 @@ class PostgresStore:
             else PostResult(task=t, replayed=False)
             for t in tasks
         ]
+
+    def _dependencies(
+        self, conn: Conn, tasks: list[Task], priors: dict[str, Task], *, batch: bool
+    ) -> tuple[list[Task], dict[str, dict[str, State]]]:
+        """Each new task with `after` ready to insert (dependencies.prepare, naming the batch
+        entry it refuses), and the ended dependencies of each."""
+        ready, ended = [], {}
+        for index, task in enumerate(tasks):
+            if task.after and task.id not in priors:
+                try:
+                    task, ended[task.id] = dependencies.prepare(conn, task)
+                except StoreError as exc:
+                    raise (exc.at(index) if batch else exc) from exc
+            ready.append(task)
+        return ready, {task_id: found for task_id, found in ended.items() if found}
 
     def _prior_keys(
         self, conn: Conn, tasks: list[Task], *, batch: bool, index: int | None = None

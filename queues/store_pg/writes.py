@@ -20,7 +20,7 @@ from queues.store.records import Task, check_transition
 from queues.store.rules import Change
 from queues.store.settings import QueueSettings
 
-from . import rows
+from . import dependencies, rows
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 CHANNEL = "taskhoster"  # NOTIFY's channel; the payload is "host/queue/task_id/event"
@@ -187,6 +187,7 @@ class Writer:
         worker: str | None,
         settings: QueueSettings | None,
         lease_worker: bool = False,
+        release: bool = True,
     ) -> list[Task]:
         """Write each change over its locked row, archive its bodies, log its event (naming
         `worker`, or with `lease_worker` the worker whose lease the task had: a requeue or
@@ -220,7 +221,14 @@ class Writer:
             )
         self._archive(conn, [*bodies, *self._outcome_files(conn, outcomes, now)], now)
         self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
+        ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
+        if ended and release:  # their waiters, in this transaction (dependencies.py)
+            dependencies.release_ended(conn, self.apply_one, ended, now=now)
         return [c.new for c in changes]
+
+    def apply_one(self, conn: Conn, change: Change, now: int) -> None:
+        """One change of a release (dependencies.py, which releases its waiters itself)."""
+        self.apply(conn, [change], now=now, worker=None, settings=None, release=False)
 
     def remove(
         self, conn: Conn, tasks: list[Task], *, now: int, event: str, because: Because = NO_REASON

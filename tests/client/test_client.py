@@ -96,6 +96,18 @@ def test_names_stay_one_path_segment_and_options_go_in_the_query(stub):
     assert headers["Idempotency-Key"] == "k-1"
 
 
+def test_a_post_after_other_tasks_names_them_in_the_query(stub):
+    handler, url = stub
+    handler.answers = [(201, {"id": "t"})]
+    after = ["0123456789abcdef", "other/0a1b2c3d4e5f6071"]
+    Client(url).post("h.example", "q", {"a": 1}, after=after, on_dependency_failure="cancel")
+    _, path, _, _ = handler.seen[0]
+    assert path == (
+        "/api/v1/queues/h.example/q/tasks?after=0123456789abcdef%2Cother%2F0a1b2c3d4e5f6071"
+        "&onDependencyFailure=cancel"
+    )
+
+
 def test_only_idempotent_calls_are_retried_after_a_dropped_connection(stub):
     handler, url = stub
     handler.answers = [("drop", None), (200, {"id": "t", "status": "pending"})]

@@ -253,5 +253,6 @@ class PgHarness(Verbs):
 
 def _state(status: str) -> Any:
     from queues.store.records import State
+    from queues.store_pg.rows import WAITING
 
-    return State(status)
+    return State.PENDING if status == WAITING else State(status)

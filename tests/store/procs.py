@@ -264,3 +264,61 @@ def poster(opener: StoreOpener, items: list[dict[str, Any]], now: int, out: Any)
     ]
     store.close()
     out.put(ids)
+
+
+def chain_worker(opener: StoreOpener, worker: str, fail_id: str | None, out: Any) -> None:
+    """Claim and finish (or, for `fail_id`, fail) tasks of the queue until a claim finds none
+    twice in a row after a pause; report the ids in the order this worker finished them, with
+    the time each was claimed and finished (the order a chain must keep)."""
+    store = opener.open()
+    done: list[tuple[str, int, int]] = []
+    errors: list[str] = []
+    misses = 0
+    try:
+        while misses < 40:
+            tasks = store.claim(HOST, QUEUE, settings=LONG, worker=worker, max_tasks=1)
+            if not tasks:
+                misses += 1
+                time.sleep(0.02)
+                continue
+            misses = 0
+            task = tasks[0]
+            claimed = time.monotonic_ns()
+            w = {"settings": LONG, "worker": worker, "attempt": task.attempts}
+            if task.id == fail_id:
+                store.fail(HOST, QUEUE, task.id, result={"broke": True}, **w)
+            else:
+                store.finish(HOST, QUEUE, task.id, result={"by": worker}, **w)
+            done.append((task.id, claimed, time.monotonic_ns()))
+    except Exception as exc:  # any error at all fails the test
+        errors.append(repr(exc))
+    out.put((worker, done, errors))
+
+
+def finish_and_crash(config: StoreConfig, task_id: str, k: int) -> None:
+    """Finish a claimed task and die at the k-th disk-changing call (exit 0 if it had fewer):
+    the crash may fall between the task's ending and its waiters' release."""
+    import os
+
+    store = QueueStore(config)
+    files.FAULTS.reset()
+    files.FAULTS.exit_at = k
+    store.finish(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={"r": 1})
+    os._exit(0)
+
+
+def after_poster(opener: StoreOpener, dep_id: str, n: int, start: Any, out: Any) -> None:
+    """Post `n` tasks that wait for `dep_id`, as soon as `start` is set; report their ids."""
+    store = opener.open()
+    start.wait()
+    ids, errors = [], []
+    try:
+        for i in range(n):
+            ids.append(
+                store.post(
+                    HOST, QUEUE, {"i": i}, settings=LONG, posted_by="a", after=[dep_id]
+                ).task.id
+            )
+    except Exception as exc:  # any error at all fails the test
+        errors.append(repr(exc))
+    out.put((ids, errors))

@@ -36,6 +36,12 @@ def test_appends_are_read_incrementally(append, day_dir: Path) -> None:
     assert (cursor.inode, cursor.offset) == (path.stat().st_ino, path.stat().st_size)
 
 
+def test_a_release_is_an_event_task_logs_keeps(append, day_dir: Path) -> None:
+    append("2025-01-01", line(event="posted"), line(event="released", ms=1))
+    assert ingest_directory(day_dir).lines == 2
+    assert [e for e, _, _ in stored()] == ["posted", "released"]
+
+
 def test_every_field_is_stored(append, day_dir: Path) -> None:
     sizes = {"item": 1, "progress": 2, "result": 3, "error": 4}
     done = line(ms=7, event="result", status="finished", attempts=3, worker="box-1",

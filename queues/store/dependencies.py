@@ -1,0 +1,186 @@
+"""Dependencies on the file store: who waits for a task, and the release of the waiting tasks
+when it ends (by the verb that ended it, by the post that came too late for that, or by the
+sweep after a crash).
+
+A task posted with `after` lives in pending/ like any other, its record's `waitingFor` naming
+what it still waits for; the claim index skips such a record (index.py), so a claim never looks
+at the waiting tasks. Each task that something waits for has a file in its queue's dependents/
+directory, `<id>.waiters`, one line per task waiting for it ("queue/id", appended with
+O_APPEND, so two posts naming one task both land, and a post costs one short write however
+many already wait for the same task).
+Ending a task reads that one file (an open that fails, for a task nobody waits for), so
+releasing the dependents of a task costs what they are, never what the queue holds.
+
+The order makes a crash harmless: a post registers the waiter before it writes the task, and
+looks at its dependencies again after the write (one that ended in between is released by the
+post); an ending releases the waiters after its own record is written, and the file goes only
+after every waiter was released. The sweep's pass over dependents/ releases what a crash in
+between left. Every release is idempotent (rules.plan_release), so two of them at once, or one
+done twice, change a waiting task once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import threading
+from collections import deque
+from contextlib import AbstractContextManager
+from typing import Literal, Protocol
+
+from . import copies, files, paths, rules
+from .errors import NotFound, StoreError
+from .paths import QueueDirs
+from .records import State, Task
+
+
+class QueueCore(Protocol):
+    """What of core.QueueCore this module uses (core.py calls it: no import back)."""
+
+    fsync: bool
+
+    def queue_dirs(
+        self, host: str, queue: str, *, create: bool = False
+    ) -> AbstractContextManager[QueueDirs]: ...
+
+    def apply(
+        self, qd: QueueDirs, source: str, old: Task, new: Task, event: str | None, *, now: int
+    ) -> Task: ...
+
+
+def resolve(core: QueueCore, host: str, refs: list[str]) -> dict[str, Task]:
+    """Each "queue/id" a post names in `after`, as it stands; NotFound (a read's answer) for
+    one that does not exist."""
+    found: dict[str, Task] = {}
+    for ref in refs:
+        queue, task_id = rules.split_ref(ref)
+        with core.queue_dirs(host, queue) as qd:
+            found[ref] = copies.winner(qd, task_id).task
+    return found
+
+
+def prepare(core: QueueCore, task: Task) -> Task:
+    """A new task with `after` made ready to be written: its dependencies read (NotFound for
+    one that is not there), `waitingFor` the ones not finished, and the task registered as a
+    waiter of each of those. Registered before it is written, so no ending can miss it."""
+    if not task.after:
+        return task
+    found = resolve(core, task.host, task.after)
+    waiting = [ref for ref in task.after if found[ref].status is not State.FINISHED]
+    waiter = f"{task.queue}/{task.id}"
+    for ref in waiting:
+        queue, task_id = rules.split_ref(ref)
+        with core.queue_dirs(task.host, queue) as qd:
+            files.append_line_at(qd.fd(paths.DEPENDENTS_DIR), waiters_file(task_id),
+                                 waiter.encode(), fsync=core.fsync)  # fmt: skip
+    return dataclasses.replace(task, waiting_for=waiting or None)
+
+
+def settle_new(core: QueueCore, task: Task, *, now: int) -> None:
+    """After a waiting task is written: a dependency that ended since prepare() read it may
+    have read its dependents before this task was there, so the post releases it itself."""
+    for ref in task.waiting_for or ():
+        queue, task_id = rules.split_ref(ref)
+        ended = _ended(core, task.host, queue, task_id)
+        if ended is not False:
+            release_one(core, task.host, ref, ended, f"{task.queue}/{task.id}", now=now)
+
+
+def _ended(core: QueueCore, host: str, queue: str, task_id: str) -> State | Literal[False] | None:
+    """The status of an ended task, None for one that is gone, False for one still running."""
+    with core.queue_dirs(host, queue) as qd:
+        found = copies.copies(qd, task_id) or copies.copies(qd, task_id)  # a move in between
+    if not found:
+        return None
+    status = found[0].task.status
+    return status if status.terminal else False
+
+
+_releasing = threading.local()
+
+
+def release_ended(core: QueueCore, ended: list[Task], *, now: int) -> None:
+    """Release the waiters of tasks that just ended (QueueCore.apply calls it). A waiter it
+    ends (a failed dependency) has its own waiters released in turn, from a work list rather
+    than by recursion, so a long chain cannot overflow the stack. What fails here is left to
+    the sweep's pass: the ending itself stands."""
+    work: deque[Task] | None = getattr(_releasing, "work", None)
+    if work is not None:  # inside a release already: the outer loop takes these too
+        work.extend(ended)
+        return
+    _releasing.work = work = deque(ended)
+    try:
+        while work:
+            task = work.popleft()
+            with contextlib.suppress(OSError, StoreError):
+                release_dependents(core, task.host, task.queue, task.id, task.status, now=now)
+    finally:
+        _releasing.work = None
+
+
+def release_dependents(
+    core: QueueCore, host: str, queue: str, task_id: str, ended: State | None, *, now: int
+) -> int:
+    """Release every waiter of one ended (or gone: None) task, then drop its dependents file;
+    how many waiters it named (0: nobody waited for it)."""
+    name = waiters_file(task_id)
+    with core.queue_dirs(host, queue) as qd:
+        try:
+            waiters = _waiters(files.read_at(qd.fd(paths.DEPENDENTS_DIR), name))
+        except FileNotFoundError:
+            return 0
+        for waiter in waiters:
+            release_one(core, host, f"{queue}/{task_id}", ended, waiter, now=now)
+        with contextlib.suppress(FileNotFoundError):
+            files.unlink(qd.fd(paths.DEPENDENTS_DIR), name, fsync=core.fsync)
+    return len(waiters)
+
+
+def release_one(
+    core: QueueCore, host: str, dependency: str, ended: State | None, waiter: str, *, now: int
+) -> None:
+    """Apply the end of `dependency` to one waiter, under the waiter's lock (a waiter that is
+    gone, or waits no more, is left as it is). Locks are taken from a dependency to its
+    dependents, never back: the dependencies of a task were posted before it, so no circle."""
+    queue, task_id = rules.split_ref(waiter)
+    try:
+        with core.queue_dirs(host, queue) as qd, copies.locked(qd, task_id) as found:
+            change = rules.plan_release(found.task, found.directory, dependency, ended, now=now)
+            if change is not None:
+                core.apply(qd, change.source, change.old, change.new, change.event, now=now)
+    except NotFound:
+        pass  # not written yet (its post releases it), or gone
+
+
+def sweep_dependents(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
+    """The sweep's pass over a queue's dependents/: every task there that has ended (or is
+    gone) has its waiters released, as its ending would have, had it not crashed first. Costs
+    what the queue's awaited tasks are; returns how many waiters were looked at."""
+    looked = 0
+    for entry in os.scandir(qd.fd(paths.DEPENDENTS_DIR)):
+        match = _WAITERS_FILE.fullmatch(entry.name)
+        if match is None:
+            continue
+        task_id = match.group(1)
+        ended = _ended(core, qd.host, qd.queue, task_id)
+        if ended is not False:
+            looked += release_dependents(core, qd.host, qd.queue, task_id, ended, now=now)
+    return looked
+
+
+_WAITERS_FILE = re.compile(r"([0-9a-f]{16})\.waiters", re.ASCII)
+_WAITER = re.compile(rb"[a-z0-9][a-z0-9_-]{0,63}/[0-9a-f]{16}", re.ASCII)
+
+
+def waiters_file(task_id: str) -> str:
+    """The name of the file of a task's waiters, in its queue's dependents/ directory."""
+    return task_id + ".waiters"
+
+
+def _waiters(data: bytes) -> list[str]:
+    """The waiters a file names, each once, in the order they came; what is not a whole
+    "queue/id" line (a crash's fragment) is passed over."""
+    found = dict.fromkeys(line.decode() for line in data.split(b"\n") if _WAITER.fullmatch(line))
+    return list(found)
