@@ -283,8 +283,14 @@ def test_the_alert_rules_and_the_dashboard_use_only_metrics_the_scrape_has(resiz
 
     import yaml
 
+    from queues.metrics import server
+
     history(resize)
     ingest_directory(store_dirs["logs"] / "tasks")
+    # the figures a sweep loop and a flushing store of this process would have counted
+    server.observe_sweep(0.01, skipped=False, errors=False)
+    server.observe_flush(0.001)
+    server.observe_request("metrics", "GET", 200, 0.01)
     found = families(scrape())
     exposed = _exposed_names(found) | {"taskhoster_lease_lapses_total"}
     deploy = Path(__file__).resolve().parent.parent / "deploy"
