@@ -41,7 +41,7 @@ _program = "web"
 
 
 def start(program: str, var_dir: str | os.PathLike[str]) -> Path:
-    """Count this process's figures in `<var>/metrics/<program>/` (the sweep loop calls this
+    """Count this process's figures in `<root>/<program>/` (multiproc.py; the sweep loop calls this
     as it starts; gunicorn's master does it for its workers in gunicorn.conf.py)."""
     global _program
     where = multiproc.prepare(var_dir, program)
@@ -136,7 +136,7 @@ def timed() -> Callable[[], float]:
 
 
 class ServerFigures(Collector):
-    """Every program's multiprocess files under `<var>/metrics/`, merged family by family,
+    """Every program's multiprocess files (multiproc.root), merged family by family,
     and this process's own figures when it keeps them in memory."""
 
     def __init__(self, var_dir: str | os.PathLike[str]) -> None:

@@ -66,6 +66,7 @@ class LiveServer:
             "TASKHOSTER_SSE_KEEPALIVE_SECONDS": "0.5",
             "TASKHOSTER_MAX_STREAMS": str(MAX_STREAMS),
             "TASKHOSTER_METRICS_TOKEN": METRICS_TOKEN,
+            "TASKHOSTER_METRICS_DIR": str(self.tmp / "metrics"),  # not one in /dev/shm per run
             **self.extra_env,
         }
 

@@ -188,7 +188,7 @@ def test_the_sweep_loops_passes_and_last_success(server):
     try:
         until(lambda: value(samples(server), "taskhoster_sweep_last_success_timestamp_seconds")
               > last)  # fmt: skip
-        files = list((server.tmp / "var" / "metrics" / "sweep").glob("*.db"))
+        files = list((server.tmp / "metrics" / "sweep").glob("*.db"))
         assert files and all(f.name.endswith(f"_{again.pid}.db") for f in files)
     finally:
         stop(again)
