@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from . import paths, posting
+from . import paths, posting, trace_context
 from .batch import PostEntry, Report
 from .errors import (
     InvalidRequest,
@@ -73,6 +73,7 @@ def new_task(
         max_attempts=settings.attempt_budget(),
         idempotency_key=entry.idempotency_key,
         reposted_from=reposted_from,
+        traceparent=trace_context.current(),
     )
 
 
