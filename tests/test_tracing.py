@@ -195,3 +195,34 @@ def test_the_server_follows_the_callers_context_header():
     parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
     got = trace.get_current_span(propagate.extract({"traceparent": parent})).get_span_context()
     assert (got.trace_id, got.span_id) == (int("1" * 32, 16), int("2" * 16, 16))
+
+
+def _configured(tmp_path: Path, exporter: str) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import django, os\n"
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'taskhoster_site.settings'\n"
+        "django.setup()\n"
+        "from opentelemetry import trace\n"
+        "from queues.metrics import tracing\n"
+        "assert tracing.configure()\n"
+        "with trace.get_tracer('t').start_as_current_span('from OTEL_* alone'): pass\n"
+        "trace.get_tracer_provider().shutdown()\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+           "OTEL_TRACES_EXPORTER": exporter, "OTEL_SERVICE_NAME": "tasks-east"}  # fmt: skip
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+
+
+def test_the_server_sets_up_the_sdk_from_the_otel_variables(tmp_path):
+    done = _configured(tmp_path, "console")
+    assert done.returncode == 0, done.stderr
+    assert '"name": "from OTEL_* alone"' in done.stdout
+    assert '"service.name": "tasks-east"' in done.stdout
+
+
+def test_an_unknown_exporter_is_refused_by_name(tmp_path):
+    done = _configured(tmp_path, "carrier-pigeon")
+    assert done.returncode != 0
+    assert "OTEL_TRACES_EXPORTER='carrier-pigeon'" in done.stderr

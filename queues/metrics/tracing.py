@@ -78,8 +78,11 @@ def _sdk_from_environment() -> None:
     if exporter_name == "console":
         exporter = ConsoleSpanExporter()
     elif exporter_name == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as exc:
+            raise RuntimeError("OTEL_TRACES_EXPORTER=otlp needs the package "
+                               "opentelemetry-exporter-otlp-proto-http") from exc  # fmt: skip
         exporter = OTLPSpanExporter()  # OTEL_EXPORTER_OTLP_* say where
     else:
         raise ValueError(f"OTEL_TRACES_EXPORTER={exporter_name!r}: taskhoster knows 'console', "
