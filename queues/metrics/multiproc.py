@@ -26,7 +26,8 @@ from pathlib import Path
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 CHOSEN = "TASKHOSTER_METRICS_DIR"
-MEMORY = Path("/dev/shm")  # noqa: S108 (a directory of our own in it, checked in prepare)
+# A directory of our own in it (mode 0700, its owner checked in prepare), never a shared file
+MEMORY = Path("/dev/shm")  # noqa: S108  # nosec B108
 _PID_FILE = re.compile(r"_(\d+)\.db$")
 
 

@@ -60,7 +60,7 @@ def value(found: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in found.items() if n == name and want <= set(ls))
 
 
-def until(what: Callable[[], bool], seconds: float = 30) -> None:
+def until(what: Callable[[], bool], seconds: float = 90) -> None:
     """Wait for a state of the server (not a timing claim: the deadline only ends a hang)."""
     deadline = time.monotonic() + seconds
     while not what():
