@@ -28,7 +28,8 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = LiveServer(tmp_path_factory.mktemp("own-figures"))
     live.workers = 2  # /metrics must add up both workers' figures, whichever answers
-    live.extra_env = {"TASKHOSTER_FSYNC": "1"}  # flushes to time
+    # flushes to time; spans (to its stdout), so that posts keep their trace context
+    live.extra_env = {"TASKHOSTER_FSYNC": "1", "OTEL_TRACES_EXPORTER": "console"}
     live.prepare()
     live.start()
     yield live
@@ -205,3 +206,32 @@ def test_the_sweeps_flushes_are_the_sweep_programs(server):
                             program="sweep") >= 1)  # fmt: skip
     finally:
         stop(loop)
+
+
+def test_the_worker_loops_span_is_linked_to_the_producers_trace(server):
+    """Client, server and worker loop together: the producer's span goes with the post
+    (traceparent), the server keeps its post span's context on the task, and the worker loop
+    runs the task in a span linked to it: the same trace as the producer's."""
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from taskhoster import run_worker
+
+    if not isinstance(trace.get_tracer_provider(), sdk.TracerProvider):
+        trace.set_tracer_provider(sdk.TracerProvider())
+    exporter = InMemorySpanExporter()
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
+    with trace.get_tracer("producer").start_as_current_span("resize them") as producer:
+        posted = client(server, "paul").post(HOST, "result", {"n": 1})
+    ran: list[str] = []
+    run_worker(client(server, "wendy"), HOST, "result", "box-t", lambda job: ran.append(job.id),
+               max_tasks=1, wait=5)  # fmt: skip
+    assert ran == [posted["id"]]
+    runs = [s for s in exporter.get_finished_spans() if s.name == "process result"]
+    assert len(runs) == 1
+    (link,) = runs[0].links
+    assert link.context.trace_id == producer.get_span_context().trace_id
+    assert link.context.span_id != producer.get_span_context().span_id  # the server's post span
+    assert runs[0].attributes["messaging.message.id"] == posted["id"]
