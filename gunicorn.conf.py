@@ -54,3 +54,27 @@ def post_worker_init(worker: object) -> None:
     from queues.api import worker_stop
 
     worker_stop.watch(worker)
+
+
+# The workers' own figures (request durations, flushes, held threads) go to prometheus_client's
+# multiprocess files in <var>/metrics/web/, which /metrics reads whichever worker answers
+# (docs/metrics.md). Named here, in the master, before any worker imports prometheus_client.
+# (The same truth as the settings' env.bool: true, on, ok, y, yes or 1.)
+_metrics_on = os.environ.get("TASKHOSTER_SERVER_METRICS", "1").strip().lower() in {
+    "true", "on", "ok", "y", "yes", "1"}  # fmt: skip
+
+
+def on_starting(server: object) -> None:
+    """A new master: tidy the workers' figures of a previous run and name the directory."""
+    if _metrics_on:
+        from queues.metrics import multiproc
+
+        multiproc.prepare(os.path.join(os.path.dirname(os.path.abspath(__file__)), _var), "web")
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A worker ended: its 'now' figures (threads held) leave the sum; its counts stay."""
+    if _metrics_on and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

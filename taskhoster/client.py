@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from . import tracing
 from .backoff import with_backoff
 from .errors import ApiError
 
@@ -259,6 +260,7 @@ class Client:
         if pairs:
             target += "?" + urlencode(pairs)
         sent = {"Accept": "application/json", **(headers or {})}
+        tracing.inject(sent)  # the caller's trace, when OpenTelemetry is there
         if self.token:
             sent["Authorization"] = f"Bearer {self.token}"
         payload = None

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import tracing
 from .backoff import CONNECTION_ERRORS, with_backoff
 from .client import ApiError, Client
 
@@ -471,7 +472,8 @@ def _with_retries(report: Callable[[], Any]) -> Any:
 
 def _run(job: Job, handler: Handler) -> tuple[str, Any]:
     try:
-        result = handler(job)
+        with tracing.processing(job.host, job.queue, job.task, job.worker):
+            result = handler(job)
     except KeyboardInterrupt:  # the operator's own interrupt ends the worker, not the task
         raise
     # Any other handler failure is the task's, not the worker's: SystemExit too (a handler

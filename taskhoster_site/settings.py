@@ -67,6 +67,9 @@ TASKHOSTER_ITEMS_DIR = _project_path(env.str("TASKHOSTER_ITEMS_DIR", default="va
 TASKHOSTER_LOGS_DIR = _project_path(env.str("TASKHOSTER_LOGS_DIR", default="var/logs"))
 # The bearer token Prometheus presents at /metrics (docs/metrics.md); unset: staff sessions only.
 TASKHOSTER_METRICS_TOKEN = env.str("TASKHOSTER_METRICS_TOKEN", default="")
+# The web server's and the sweep loop's own figures (request durations, flushes, held threads,
+# sweep passes; docs/metrics.md). Off: none is counted, and /metrics has only the store's.
+TASKHOSTER_SERVER_METRICS = env.bool("TASKHOSTER_SERVER_METRICS", default=True)
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
 # How durable writes are flushed: "syncfs" (one flush of the items' file system per batch and per
 # round of concurrent operations) or "fsync" (each file and directory); README, "Flushing".
@@ -129,6 +132,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "queues.metrics.middleware.RequestFigures",  # first: a request's time includes the rest
     "django.middleware.security.SecurityMiddleware",
     "queues.web.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -283,8 +283,14 @@ def test_the_alert_rules_and_the_dashboard_use_only_metrics_the_scrape_has(resiz
 
     import yaml
 
+    from queues.metrics import server
+
     history(resize)
     ingest_directory(store_dirs["logs"] / "tasks")
+    # the figures a sweep loop and a flushing store of this process would have counted
+    server.observe_sweep(0.01, skipped=False, errors=False)
+    server.observe_flush(0.001)
+    server.observe_request("metrics", "GET", 200, 0.01)
     found = families(scrape())
     exposed = _exposed_names(found) | {"taskhoster_lease_lapses_total"}
     deploy = Path(__file__).resolve().parent.parent / "deploy"
@@ -313,3 +319,45 @@ def test_the_raw_counts_name_the_task_logs_table():
     assert TaskEvent._meta.db_table == sources.EVENTS_TABLE
     for query in (sources._COUNT_AFTER_ID, sources._COUNT_BETWEEN_IDS):
         assert f'FROM "{sources.EVENTS_TABLE}" NOT INDEXED' in query
+
+
+# --- the server's own figures, in this process's memory (no multiprocess directory) ---------
+
+
+def own(found: dict, family: str, **match: str) -> float:
+    return sum(values(found, family, **match).values()) if family in found else 0
+
+
+def test_requests_are_counted_by_route_name_and_status_class(resize):
+    before = families(scrape())
+    client = Client()
+    assert client.get("/api/v1/queues/task.example.com/resize/tasks/0123456789abcdef").status_code
+    after = families(scrape())
+    count = "taskhoster_request_duration_seconds"
+    task = {"route": "queues:api:task", "method": "GET", "status": "4xx"}
+    n = ("taskhoster_request_duration_seconds_count",)
+    earlier = values(before, count, **task).get(n, 0) if count in before else 0
+    assert values(after, count, **task)[n] - earlier == 1
+    assert not any("0123456789abcdef" in v for s in after[count].samples for v in s.labels.values())
+    # the scrape itself is a route of its own
+    assert own(after, count, route="metrics", method="GET", status="2xx") >= 1
+
+
+def test_the_server_figures_can_be_turned_off(settings):
+    settings.TASKHOSTER_SERVER_METRICS = False
+    found = families(scrape())
+    assert "taskhoster_request_duration_seconds" not in found
+    assert "taskhoster_tasks" in found
+
+
+def test_a_flush_is_timed_once_however_often_the_middleware_is_made():
+    from queues.metrics import server
+    from queues.store import flushing
+
+    Client().get("/metrics")
+    Client().get("/metrics")
+    assert flushing.FLUSH_OBSERVERS.count(server.observe_flush) == 1
+    before = own(families(scrape()), "taskhoster_flush_seconds", program="web")
+    flushing.GroupFlush(lambda: None).wait()
+    after = own(families(scrape()), "taskhoster_flush_seconds", program="web")
+    assert after > before

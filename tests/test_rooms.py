@@ -89,11 +89,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "api": {"store", "store_pg", "stores", "models", "auth", "text", "monitor"},
     # /metrics: the stores' counts, Task Logs' events, the console's duration and worker queries
-    "metrics": {"store", "stores", "models", "console", "tasklogs"},
+    # and the API's count of threads held waiting
+    "metrics": {"store", "stores", "models", "console", "tasklogs", "api"},
     "web": set(),
     "processes": {"store", "stores", "models", "schedules", "webhooks"},
     "admin": {"store", "stores", "models", "auth", "text"},
-    "commands": {"store", "store_pg", "stores", "models", "auth", "processes"},
+    "commands": {"store", "store_pg", "stores", "models", "auth", "processes", "metrics"},
     "app": {"stores", "models", "console", "api"},
     "site": {"store", "api", "metrics"},  # the store's umask parser, the API's docs text, /metrics
     "client": set(),  # the client, worker and CLI ship without the server

@@ -10,7 +10,7 @@ a crowd of monitors cannot turn every waiting claim into polling.
 """
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -20,6 +20,20 @@ CROWDED_RETRY_AFTER_SECONDS = 1
 _lock = threading.Lock()
 _waiting = 0  # everything that holds a thread: waiting claims and reads, and streams
 _streams = 0
+# Called with (held, of which streams) after each change, under the lock: quick, never raising
+# (queues.metrics counts them).
+_observers: list[Callable[[int, int], None]] = []
+
+
+def watch(observer: Callable[[int, int], None]) -> None:
+    with _lock:
+        if observer not in _observers:
+            _observers.append(observer)
+
+
+def _changed() -> None:
+    for observe in _observers:
+        observe(_waiting, _streams)
 
 
 @contextmanager
@@ -30,12 +44,14 @@ def slot() -> Iterator[bool]:
         granted = _waiting < settings.TASKHOSTER_MAX_WAITING
         if granted:
             _waiting += 1
+            _changed()
     try:
         yield granted
     finally:
         if granted:
             with _lock:
                 _waiting -= 1
+                _changed()
 
 
 def take_stream() -> bool:
@@ -49,6 +65,7 @@ def take_stream() -> bool:
             return False
         _waiting += 1
         _streams += 1
+        _changed()
         return True
 
 
@@ -57,6 +74,7 @@ def release_stream() -> None:
     with _lock:
         _waiting -= 1
         _streams -= 1
+        _changed()
 
 
 def held() -> tuple[int, int]:

@@ -38,6 +38,11 @@ class _ExtensionFields(serializers.Serializer):
         help_text="For an operator only (read, list, cancel, retry): the worker holding the "
         "lease, or the one whose own report ended the task.",
     )
+    traceparent = serializers.CharField(
+        required=False,
+        help_text="The W3C trace context of the post that made the task (with OpenTelemetry on "
+        "the server): a worker links its span for running the task to it.",
+    )
     requeuedAt = serializers.IntegerField(
         required=False,
         help_text="When a retry (an operator's, or a failure's backoff within the attempt "

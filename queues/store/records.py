@@ -145,6 +145,9 @@ _EXT = {
     "on_dependency_failure": "onDependencyFailure",
     "released_at": "releasedAt",
     "failed_dependency": "failedDependency",
+    # The W3C trace context of the post that made the task (trace_context.py): the worker's
+    # span for running it links to the producer's.
+    "traceparent": "traceparent",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
@@ -200,6 +203,7 @@ class Task:
     on_dependency_failure: str | None = None
     released_at: int | None = None
     failed_dependency: str | None = None
+    traceparent: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -334,6 +338,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "on_dependency_failure": (str, type(None)),
     "released_at": (int, type(None)),
     "failed_dependency": (str, type(None)),
+    "traceparent": (str, type(None)),
 }
 
 

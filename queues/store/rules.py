@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from . import paths, posting
+from . import paths, posting, trace_context
 from .batch import PostEntry, Report
 from .errors import (
     InvalidName,
@@ -79,6 +79,7 @@ def new_task(
         after=after,
         waiting_for=after,
         on_dependency_failure="cancel" if entry.on_dependency_failure == "cancel" else None,
+        traceparent=trace_context.current(),
     )
 
 

@@ -49,6 +49,8 @@ class LiveServer:
         self.items, self.logs = tmp / "items", tmp / "logs"
         self.tokens: dict[str, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.workers = 1
+        self.extra_env: dict[str, str] = {}  # over env()'s, for a server of one test module
 
     def env(self) -> dict[str, str]:
         return {
@@ -64,6 +66,8 @@ class LiveServer:
             "TASKHOSTER_SSE_KEEPALIVE_SECONDS": "0.5",
             "TASKHOSTER_MAX_STREAMS": str(MAX_STREAMS),
             "TASKHOSTER_METRICS_TOKEN": METRICS_TOKEN,
+            "TASKHOSTER_METRICS_DIR": str(self.tmp / "metrics"),  # not one in /dev/shm per run
+            **self.extra_env,
         }
 
     def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -93,7 +97,8 @@ class LiveServer:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),
-                "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", str(THREADS),
+                "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
+                "--threads", str(THREADS),
                 "--worker-class", "gthread", "--access-logfile", "/dev/null",
                 "taskhoster_site.wsgi:application"]  # fmt: skip
         self.proc = subprocess.Popen(argv, env=self.env(), cwd=ROOT)

@@ -6,12 +6,20 @@ import threading
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connections
 
 from queues import stores
+from queues.metrics import server, tracing
 from queues.processes.sweep_services import run_sweep_services, run_sweep_services_every
-from queues.processes.sweeping import SUMMARY_SECONDS, SweepTally, configured_queues, plural
+from queues.processes.sweeping import (
+    SUMMARY_SECONDS,
+    SweepTally,
+    changes,
+    configured_queues,
+    plural,
+)
 from queues.services import queue_settings_for
 from queues.store import StorageUnavailable, SweepReport
 from queues.stores.router import StoreRouter
@@ -58,6 +66,11 @@ class Command(BaseCommand):
             self.stderr.write(error)
 
     def loop(self, interval: float) -> None:
+        counting = settings.TASKHOSTER_SERVER_METRICS
+        tracing.configure()
+        if counting:  # its passes and flushes, for /metrics (docs/metrics.md)
+            server.start("sweep", settings.VAR_DIR)
+            server.watch_flushes()
         store = stores.router()
         tally = SweepTally(started=time.time())
         try:
@@ -75,7 +88,12 @@ class Command(BaseCommand):
         run_sweep_services_every(store, interval, stop)
         try:
             while True:
+                took, started_ns = server.timed(), time.time_ns()
                 report, queues = self.one_pass(store)
+                if counting:
+                    server.observe_sweep(took(), skipped=report.skipped,
+                                         errors=bool(report.errors))  # fmt: skip
+                tracing.sweep_pass(changes(report), started_ns)
                 out, errors = tally.lines(report, queues, time.time())
                 for line in out:
                     self.say(line)
