@@ -26,6 +26,8 @@ EVENTS = frozenset(
     | {"cleaned", "cancelled", "retried", "quarantined"}
     # an operator's: a stuck task's lease ended now, an ended task deleted before its retention
     | {"requeued", "deleted"}
+    # an operator's: a task waiting out its backoff or delay made claimable now
+    | {"hastened"}
 )
 
 

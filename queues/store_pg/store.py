@@ -365,6 +365,24 @@ class PostgresStore:
             now=now, settings=settings, worker_of_lease=True,
         )  # fmt: skip
 
+    def hasten(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task:
+        """A pending task waiting out its backoff or delay, claimable now (`hastened`)."""
+        now = now_ms(now)
+        return self._change_one(
+            host, queue, task_id,
+            lambda task, source: rules.plan_hasten(task, source, now=now, by=by),
+            now=now, settings=settings,
+        )  # fmt: skip
+
     def delete(
         self, host: str, queue: str, task_id: str, *, now: int | None = None, by: str | None = None
     ) -> Task:
