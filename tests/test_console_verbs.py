@@ -6,6 +6,7 @@ line, and every refusal."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -55,9 +56,8 @@ def _waiting(queue):
     task = _post(queue)
     store, settings = stores.of(HOST, "resize"), queue.to_settings()
     store.claim(HOST, "resize", settings=settings, worker="box-1")
-    in_an_hour = int(time.time() * 1000) + 3_600_000  # its backoff ends an hour after that
-    store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=1,
-               result={"why": "busy"}, retry=True, now=in_an_hour)  # fmt: skip
+    store.fail(HOST, "resize", task.id, settings=replace(settings, backoff_seconds=3600),
+               worker="box-1", attempt=1, result={"why": "busy"}, retry=True)  # fmt: skip
     return task
 
 
