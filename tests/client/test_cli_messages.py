@@ -123,3 +123,21 @@ def test_watch_task_of_an_ended_task_shows_its_events_and_exits(live, clients, q
     posted, cancelled = (line.split()[1:] for line in done.stdout.splitlines())
     assert posted == ["posted", task["id"], "pending", "attempts=0"]
     assert cancelled == ["cancelled", task["id"], "cancelled", "attempts=0"]
+
+
+@pytest.mark.slow
+def test_watch_task_whose_events_the_log_no_longer_holds_says_where_it_stands(
+    live, clients, queues
+):
+    task = clients["paul"].post(HOST, "cwwatch", {"n": 3})
+    clients["paul"].cancel(HOST, "cwwatch", task["id"])
+    # the day-files pruned: moved aside for the watch, then put back for the other tests
+    days = sorted((live.logs / "tasks").glob("*.jsonl"))
+    aside = [day.rename(day.with_suffix(".aside")) for day in days]
+    try:
+        done = cli("watch", f"{HOST}/cwwatch", "--task", task["id"], env=as_user(live, "paul"))
+    finally:
+        for moved, day in zip(aside, days, strict=True):
+            moved.rename(day)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1:] == ["now", task["id"], "cancelled", "attempts=0"]
