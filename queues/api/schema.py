@@ -67,6 +67,14 @@ class EventStreamSchema(OpenApiViewExtension):
                         "task", str, OpenApiParameter.QUERY, description="Only this task's events."
                     ),
                     OpenApiParameter(
+                        "from",
+                        str,
+                        OpenApiParameter.QUERY,
+                        enum=["posted"],
+                        description="With task: start with the task's events so far, from its "
+                        "posting, then a `: caught up` comment, then follow.",
+                    ),
+                    OpenApiParameter(
                         "Last-Event-ID",
                         str,
                         OpenApiParameter.HEADER,
