@@ -570,27 +570,33 @@ def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
 
 
 def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    """One line per event; reconnects after a dropped stream from where it was."""
+    """One line per event; reconnects after a dropped stream from where it was. A task's
+    watch starts with its events so far (the stream's `from=posted`), then follows."""
     path = f"{client.prefix}/queues/{host}/{queue}/events"
     if args.task:
-        path += f"?task={args.task}"
+        path += f"?task={args.task}&from=posted"
     last_id: str | None = None
-    opened = False
+    task: dict[str, Any] = {}
 
     def on_open() -> bool:
-        """Once subscribed to a task (so nothing after this is missed), say where it stands
-        now: a task already running or ended is not a blank screen. Answers whether to go on."""
-        nonlocal opened
-        if opened or not args.task:
+        """Once subscribed, read where the task stands (so nothing after this is missed)."""
+        if args.task and not task:
+            task.update(with_backoff(lambda: client.get(host, queue, args.task), repeatable=True))
+        return True
+
+    def on_caught_up(shown: int) -> bool:
+        """The history is out: a task it says nothing of (its lines pruned from the log) is
+        said where it stands now. Answers whether to go on: an ended task has no more."""
+        if not task or task.get("caughtUp"):
             return True
-        opened = True
-        task = with_backoff(lambda: client.get(host, queue, args.task), repeatable=True)
-        print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
-        return task["status"] not in TERMINAL  # an ended task has nothing more to show
+        task["caughtUp"] = True
+        if not shown:
+            print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
+        return task["status"] not in TERMINAL
 
     while True:
         try:
-            last_id = follow(client, path, last_id, on_open)
+            last_id = follow(client, path, last_id, on_open, on_caught_up)
             if last_id is STOPPED:
                 return OK
         except ApiError as exc:
@@ -604,7 +610,8 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         time.sleep(1)
 
 
-STOPPED = "stopped"  # follow's answer when on_open said not to go on
+STOPPED = "stopped"  # follow's answer when on_open or on_caught_up said not to go on
+CAUGHT_UP = ": caught up"  # a history stream's comment: what follows is live
 
 
 def iso_utc(epoch_ms: int) -> str:
@@ -614,8 +621,14 @@ def iso_utc(epoch_ms: int) -> str:
 
 
 def follow(
-    client: Client, path: str, last_id: str | None, on_open: Callable[[], bool] | None = None
+    client: Client,
+    path: str,
+    last_id: str | None,
+    on_open: Callable[[], bool] | None = None,
+    on_caught_up: Callable[[int], bool] | None = None,
 ) -> str | None:
+    """Print the stream's events until it ends; `on_caught_up(events shown)`, at a history
+    stream's `: caught up`, answers whether to go on."""
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
     headers = {"Accept": "text/event-stream"}
@@ -637,6 +650,7 @@ def follow(
         conn.close()
         return STOPPED
     message: dict[str, str] = {}
+    shown = 0
     while True:
         raw = response.readline()
         if not raw:
@@ -646,7 +660,12 @@ def follow(
             if "data" in message and "event" in message:
                 last_id = message.get("id", last_id)
                 print(event_line(message["event"], json.loads(message["data"])), flush=True)
+                shown += 1
             message = {}
+        elif line == CAUGHT_UP:
+            if on_caught_up is not None and not on_caught_up(shown):
+                conn.close()
+                return STOPPED
         elif not line.startswith(":"):
             name, _, value = line.partition(":")
             message[name] = value.removeprefix(" ")

@@ -1,5 +1,6 @@
-"""What `ingest_tasklogs` says: one line for a run, and under --follow a summary at most every
-few minutes of what the passes since ingested. A pass that found nothing says nothing."""
+"""What `ingest_tasklogs` says, in words: one line for a run, and under --follow a summary at
+most every few minutes of what the passes since stored ("549 events stored since 19:52 UTC").
+A pass that found nothing says nothing."""
 
 from __future__ import annotations
 
@@ -17,18 +18,28 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 
 def run_line(report: IngestReport, seconds: float) -> str | None:
-    """One run's line, or None when it read nothing."""
+    """One run's line in words ("549 events stored from 2 day-files in 0.4 s"), or None when
+    it read nothing."""
     if not (report.lines or report.bad or report.store_rows):
         return None
-    copied = (
-        f", {plural(report.store_rows, 'row')} from the PostgreSQL store"
-        if report.store_rows
-        else ""
-    )
-    return (
-        f"{plural(report.lines, 'line')} from {plural(report.files, 'day-file')}{copied} in "
-        f"{seconds:.1f} s, {report.bad} bad"
-    )
+    from_files = report.lines - report.bad
+    day_files = f"from {plural(report.files, 'day-file')}"
+    store = "from the PostgreSQL store"
+    if not report.store_rows:
+        stored = f"{plural(from_files, 'event')} stored {day_files}"
+    elif not report.files:
+        stored = f"{plural(report.store_rows, 'event')} stored {store}"
+    else:
+        stored = (
+            f"{plural(from_files + report.store_rows, 'event')} stored, {from_files} {day_files} "
+            f"and {report.store_rows} {store},"
+        )
+    return f"{stored} in {seconds:.1f} s{_skipped(report.bad)}"
+
+
+def _skipped(bad: int) -> str:
+    """The bad lines a run left out, each named on stderr; nothing when there were none."""
+    return f"; {plural(bad, 'bad line')} skipped" if bad else ""
 
 
 class FollowSummary:
@@ -43,7 +54,7 @@ class FollowSummary:
         self._reset()
 
     def _reset(self) -> None:
-        self.lines = self.bad = self.passes = 0
+        self.lines = self.bad = 0
         self.since: float | None = None  # when the first pass not yet summed up ended
 
     def said(self) -> None:
@@ -52,7 +63,7 @@ class FollowSummary:
 
     def add(self, *, lines: int, bad: int) -> None:
         if lines or bad:
-            self.lines, self.bad, self.passes = self.lines + lines, self.bad + bad, self.passes + 1
+            self.lines, self.bad = self.lines + lines, self.bad + bad
             if self.since is None:
                 self.since = self.clock()
 
@@ -72,10 +83,8 @@ class FollowSummary:
         if self.since is None:
             return None
         since = dt.datetime.fromtimestamp(self.since, dt.UTC)
-        text = (
-            f"{plural(self.lines, 'line')} in {plural(self.passes, 'pass', 'passes')} "
-            f"since {since:%H:%M:%S} UTC, {self.bad} bad"
-        )
+        stored = self.lines - self.bad
+        text = f"{plural(stored, 'event')} stored since {since:%H:%M} UTC{_skipped(self.bad)}"
         self._reset()
         self.said()
         return text

@@ -22,6 +22,7 @@ from .failure_lines import failure_key, failure_lines
 from .forms import EventFilterForm
 from .payload_pages import readable
 from .payloads import open_payload
+from .timeline_rows import timeline_rows
 
 # The payload is user JSON: never let a browser sniff it into HTML, run it, or frame it.
 PAYLOAD_POLICY = "default-src 'none'; sandbox"
@@ -62,7 +63,10 @@ def task_timeline(request: HttpRequest, host: str, queue: str, task_id: str) -> 
         )
     if timeline is None:
         raise Http404
-    return render(request, "tasklogs/task.html", {"timeline": timeline})
+    lines = failure_lines(request.user, [*timeline.events, *timeline.last])
+    rows, last_rows = timeline_rows(timeline.events, lines), timeline_rows(timeline.last, lines)
+    context = {"timeline": timeline, "rows": rows, "last_rows": last_rows}
+    return render(request, "tasklogs/task.html", context)
 
 
 def _archived(request: HttpRequest, **address: Any) -> tuple[BinaryIO, str]:

@@ -1,10 +1,12 @@
-"""The operator's verbs in the console: requeue, delete, edit-and-retry, re-post (from the task
-page and from Task Logs), each with the permission matrix (staff, the queue's operator, anyone
-else: 404 and nothing changed), CSRF, the operator's name on the event line, and every refusal."""
+"""The operator's verbs in the console: requeue, retry now (hasten), delete, edit-and-retry,
+re-post (from the task page and from Task Logs), each with the permission matrix (staff, the
+queue's operator, anyone else: 404 and nothing changed), CSRF, the operator's name on the event
+line, and every refusal."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -49,6 +51,16 @@ def _post(queue, item=None):
                             settings=queue.to_settings(), posted_by="alice").task  # fmt: skip
 
 
+def _waiting(queue):
+    """A task whose first attempt failed with retry: pending, its backoff still to run."""
+    task = _post(queue)
+    store, settings = stores.of(HOST, "resize"), queue.to_settings()
+    store.claim(HOST, "resize", settings=settings, worker="box-1")
+    store.fail(HOST, "resize", task.id, settings=replace(settings, backoff_seconds=3600),
+               worker="box-1", attempt=1, result={"why": "busy"}, retry=True)  # fmt: skip
+    return task
+
+
 def _running(queue):
     task = _post(queue)
     stores.of(HOST, "resize").claim(HOST, "resize", settings=queue.to_settings(), worker="box-1")
@@ -84,6 +96,7 @@ def _lines(store_dirs, task_id: str) -> list[dict]:
 
 ACTIONS = {
     "requeue": (_running, "processing", "pending"),
+    "hasten": (_waiting, "pending", "pending"),
     "delete": (_failed, "failed", None),
     "edit-retry": (_failed, "failed", "pending"),
     "repost": (_failed, "failed", "failed"),  # the old task stays; a new one is posted
@@ -116,7 +129,7 @@ def test_who_may_act(resize, people, store_dirs, who, action):
         assert _lines(store_dirs, task.id)[-1]["by"] == name
 
 
-@pytest.mark.parametrize("action", ["requeue", "delete", "edit-retry", "repost"])
+@pytest.mark.parametrize("action", ["requeue", "hasten", "delete", "edit-retry", "repost"])
 def test_the_verbs_need_post_and_a_csrf_token(resize, action):
     task = _failed(resize)
     user = User.objects.create_user("olga", password="pw", is_staff=True)
@@ -147,6 +160,8 @@ def test_cancel_and_retry_from_the_console_name_the_operator(resize, people, sto
     ("make", "action", "code"),
     [
         (_post, "requeue", "not_requeueable"),
+        (_post, "hasten", "not_waiting"),
+        (_running, "hasten", "not_waiting"),
         (_running, "delete", "not_deletable"),
         (_post, "edit-retry", "not_retryable"),
     ],
@@ -219,8 +234,8 @@ def test_a_repost_without_an_archive_is_refused_and_posts_nothing(make_queue, st
 
 
 def _forms(page: str) -> set[str]:
-    return {verb for verb in ("cancel", "requeue", "retry", "delete", "edit-retry", "repost")
-            if f'/{verb}"' in page}  # fmt: skip
+    verbs = ("cancel", "requeue", "hasten", "retry", "delete", "edit-retry", "repost")
+    return {verb for verb in verbs if f'/{verb}"' in page}
 
 
 def test_the_task_page_offers_only_what_the_state_allows(resize, people):
@@ -234,6 +249,8 @@ def test_the_task_page_offers_only_what_the_state_allows(resize, people):
         'held by <span class="mono">box-1</span>' in running_page
         and " left</strong>" in running_page
     )
+    waiting = _waiting(resize)
+    assert _forms(client.get(f"{BASE}/{waiting.id}/").content.decode()) == {"cancel", "hasten"}
     failed = _failed(resize)
     assert _forms(client.get(f"{BASE}/{failed.id}/").content.decode()) == {
         "retry", "delete", "edit-retry", "repost",
@@ -335,3 +352,14 @@ def test_a_running_tasks_page_says_who_asked_it_to_stop(resize, people):
     page = people["operator"].get(f"{BASE}/{task.id}/").content.decode()
     assert "requested by olga; the worker is told on its next call" in page
     assert _forms(page) == {"requeue"}  # asked once; requeue ends it as a lapsed lease would
+
+
+def test_retry_now_makes_a_task_in_its_backoff_claimable_at_once(resize, people, store_dirs):
+    task = _waiting(resize)
+    store, settings = stores.of(HOST, "resize"), resize.to_settings()
+    assert store.claim(HOST, "resize", settings=settings, worker="box-2") == []
+    page = people["operator"].post(f"{BASE}/{task.id}/hasten", follow=True).content.decode()
+    assert f"Task {task.id}: hasten done, now pending." in page
+    assert _lines(store_dirs, task.id)[-1]["event"] == "hastened"
+    [again] = store.claim(HOST, "resize", settings=settings, worker="box-2")
+    assert (again.id, again.attempts) == (task.id, 2)

@@ -159,6 +159,15 @@ def retry(ctx: QueueContext, task_id: str) -> Task:
     return stores.of(ctx.host, ctx.queue).retry(ctx.host, ctx.queue, task_id, settings=ctx.settings)
 
 
+def hasten(ctx: QueueContext, task_id: str) -> Task:
+    """An operator's "retry now": a task waiting out its backoff or delay, claimable now (the
+    operator's name goes on the line)."""
+    ctx.require(OPERATOR)
+    return stores.of(ctx.host, ctx.queue).hasten(
+        ctx.host, ctx.queue, task_id, settings=ctx.settings, by=ctx.caller
+    )
+
+
 def claim(
     ctx: QueueContext, *, worker: str, wait: float, lease: int | None, max_tasks: int
 ) -> tuple[list[Task], bool]:

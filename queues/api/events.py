@@ -3,11 +3,13 @@
 The stream reads the event log's day-files, not this process's memory, so a transition made
 by any process (another gunicorn worker, the sweep) reaches every subscriber. Operators of the
 queue (and staff) may follow the whole queue; a producer may follow one of its own tasks with
-`task=`, checked once at subscription while the task is still in the store.
+`task=`, checked once at subscription while the task is still in the store. With `from=posted`
+a task's stream starts with its events so far, then a `: caught up` comment, then follows.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 from collections.abc import Callable, Generator, Iterable
 from typing import Any
@@ -138,6 +140,32 @@ def start_position(request: Request, *, rows: bool) -> Position | RowPosition | 
         raise ValidationError("Last-Event-ID is not a position of this log.") from None
 
 
+# How far before a task's posting its history starts: a line is stamped when its change is
+# made and written (or committed) a moment later, so another task's older line may land after
+# this task's first one; the stream's filter drops the lines of other tasks.
+HISTORY_SLACK_MS = 60_000
+
+
+def history_start(request: Request, ctx: QueueContext, task_id: str | None, *, rows: bool
+                  ) -> Position | RowPosition | None:  # fmt: skip
+    """With `from=posted` (and `task=`), where the task's history begins: the day-file of its
+    posting, or the newest event row stamped before it; None without `from`."""
+    origin = request.query_params.get("from")
+    if origin is None:
+        return None
+    if origin != "posted":
+        raise ValidationError("from must be 'posted' (the task's events since its posting).")
+    if task_id is None:
+        raise ValidationError("from=posted needs task=ID: a queue's whole history is not streamed.")
+    task = stores.of(ctx.host, ctx.queue).read(ctx.host, ctx.queue, task_id)
+    since = task.posted_at - HISTORY_SLACK_MS
+    if rows:
+        return RowPosition(
+            stores.router().postgres.last_event_id(ctx.host, ctx.queue, before_ms=since)
+        )
+    return Position(dt.datetime.fromtimestamp(since / 1000, dt.UTC).date(), 0)
+
+
 def release_database() -> None:
     """The stream never touches the database again: a hundred monitors must not hold a
     hundred PostgreSQL connections for hours. Inside a transaction (a test's, or
@@ -163,7 +191,10 @@ class EventStreamView(APIView):
             paths.validate_task_id(task_id)  # not a task id: the uniform 404
         check_subscriber(ctx, task_id)
         on_postgres = stores.router().is_postgres(ctx.host, ctx.queue)
-        position = start_position(request, rows=on_postgres)
+        # a reconnect's Last-Event-ID resumes where it was; else the task's history, if asked
+        since_posted = history_start(request, ctx, task_id, rows=on_postgres)
+        position = start_position(request, rows=on_postgres) or since_posted
+        history = since_posted is not None
         if not held_threads.take_stream():
             busy = sse_response([BUSY])
             busy["Retry-After"] = str(BUSY_RETRY_SECONDS)
@@ -171,14 +202,19 @@ class EventStreamView(APIView):
         subscription = Subscription(host=ctx.host, queue=ctx.queue, task_id=task_id)
         try:
             if isinstance(position, RowPosition) or (on_postgres and position is None):
-                return self._rows_stream(request, subscription, position)
-            return self._stream(request, subscription, position)
+                return self._rows_stream(request, subscription, position, history=history)
+            return self._stream(request, subscription, position, history=history)
         except BaseException:
             held_threads.release_stream()
             raise
 
     def _stream(
-        self, request: Request, subscription: Subscription, position: Position | None
+        self,
+        request: Request,
+        subscription: Subscription,
+        position: Position | None,
+        *,
+        history: bool = False,
     ) -> StreamingHttpResponse:
         tasks_dir = settings.TASKHOSTER_LOGS_DIR / "tasks"
         try:
@@ -192,7 +228,8 @@ class EventStreamView(APIView):
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
-                              client_alive=until_stopping(socket_alive(request.META)))  # fmt: skip
+                              client_alive=until_stopping(socket_alive(request.META)),
+                              history=history)  # fmt: skip
         return sse_response(HeldStream(stream))
 
     def _rows_stream(
@@ -200,6 +237,8 @@ class EventStreamView(APIView):
         request: Request,
         subscription: Subscription,
         position: RowPosition | None,
+        *,
+        history: bool = False,
     ) -> StreamingHttpResponse:
         """A PostgreSQL queue's stream: its store's event rows, from any web server."""
         follower = stores.router().postgres.follow_events(
@@ -210,5 +249,6 @@ class EventStreamView(APIView):
         release_database()  # the rows come over the store's own connections
         stream = event_stream(PgTail(follower), RowsChannel(follower), subscription,
                               keepalive=keepalive_seconds(),
-                              client_alive=until_stopping(socket_alive(request.META)))  # fmt: skip
+                              client_alive=until_stopping(socket_alive(request.META)),
+                              history=history)  # fmt: skip
         return sse_response(HeldStream(stream))

@@ -24,7 +24,7 @@ _ERRORS = {
     404: "not_found: unknown or foreign host, queue or task (the same body for all)",
     405: "method_not_allowed",
     406: "not_acceptable",
-    409: "lease_lost, not_cancellable or not_retryable",
+    409: "lease_lost, not_cancellable, not_retryable or not_waiting",
     413: "payload_too_large: item, progress or result over maxItemBytes",
     415: "unsupported_media_type",
     422: "idempotency_key_reused",
@@ -65,6 +65,14 @@ class EventStreamSchema(OpenApiViewExtension):
                     *path_parameters(task=False),
                     OpenApiParameter(
                         "task", str, OpenApiParameter.QUERY, description="Only this task's events."
+                    ),
+                    OpenApiParameter(
+                        "from",
+                        str,
+                        OpenApiParameter.QUERY,
+                        enum=["posted"],
+                        description="With task: start with the task's events so far, from its "
+                        "posting, then a `: caught up` comment, then follow.",
                     ),
                     OpenApiParameter(
                         "Last-Event-ID",

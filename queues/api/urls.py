@@ -24,6 +24,7 @@ urlpatterns = [
     path(TASK + "/progress", views.ProgressView.as_view(), name="progress"),
     path(TASK + "/cancel", views.CancelView.as_view(), name="cancel"),
     path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
+    path(TASK + "/hasten", views.HastenView.as_view(), name="hasten"),
     path(QUEUE + "stats", views.StatsView.as_view(), name="stats"),
     path(QUEUE + "events", events.EventStreamView.as_view(), name="events"),
     path("", views.ApiRoot.as_view(), name="root"),

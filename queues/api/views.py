@@ -232,6 +232,19 @@ class RetryView(APIView):
         return Response(_status_view(ctx, actions.retry(ctx, id)))
 
 
+class HastenView(APIView):
+    @extend_schema(
+        operation_id="hasten_task",
+        summary="Make a task waiting out its retry backoff or delay claimable now (operators)",
+        parameters=TASK,
+        request=None,
+        responses={200: s.TaskStatusSerializer, **errors(*ALWAYS, 409)},
+    )
+    def post(self, request: Request, host: str, queue: str, id: str) -> Response:
+        ctx = resolve(request, host, queue)
+        return Response(_status_view(ctx, actions.hasten(ctx, id)))
+
+
 class ClaimView(APIView):
     @extend_schema(
         operation_id="claim",

@@ -123,17 +123,18 @@ def task_of(queue: Queue, task_id: str) -> Task:
 
 # The verbs act_on_task knows, in the order the console offers them (the queue page's bulk
 # actions offer each one its tab's state allows: queue_page.VALID_IN).
-TASK_ACTIONS: tuple[str, ...] = ("cancel", "retry", "requeue", "delete")
+TASK_ACTIONS: tuple[str, ...] = ("cancel", "retry", "requeue", "hasten", "delete")
 
 
 def act_on_task(queue: Queue, task_id: str, action: str, *, by: str | None = None) -> Task:
-    """Cancel, retry, requeue or delete a task as the operator `by` (their name goes on the
+    """Cancel, retry, requeue, hasten or delete a task as the operator `by` (their name goes on the
     event line); a refusal raises the store's error. Delete returns the task as it was."""
     host, name = queue.host.name, queue.name
     store = stores.of(host, name)
     if action == "delete":
         return store.delete(host, name, task_id, by=by)
-    verb = {"cancel": store.cancel, "retry": store.retry, "requeue": store.requeue}[action]
+    verb = {"cancel": store.cancel, "retry": store.retry, "requeue": store.requeue,
+            "hasten": store.hasten}[action]  # fmt: skip
     return verb(host, name, task_id, settings=queue.to_settings(), by=by)
 
 

@@ -63,14 +63,17 @@ class TaskDetail:
         return sum(attempt.lapsed for attempt in self.attempts)
 
 
-def allowed_actions(task: Task, *, item_archived: bool) -> frozenset[str]:
+def allowed_actions(task: Task, *, item_archived: bool, now_ms: int = 0) -> frozenset[str]:
     """What the store would accept for this state (operating.py's refusals, read the other
-    way): cancel what has not ended, requeue what is running, retry (with or without an edit)
+    way): cancel what has not ended, hasten ("retry now") what waits out its backoff or delay
+    at `now_ms`, requeue what is running, retry (with or without an edit)
     what failed or was cancelled, delete what has ended, re-post what has ended and whose item
     the archive keeps."""
     actions: set[str] = set()
     if task.status is State.PENDING:
         actions.add("cancel")
+        if task.available_at > now_ms:
+            actions.add("hasten")
     elif task.status is State.PROCESSING:
         actions.add("requeue")
         if not task.cancel_requested:
@@ -110,7 +113,7 @@ def task_detail(queue: Queue, task: Task, *, now_ms: int, user: User | None = No
         now_ms=now_ms,
         attempts=attempts,
         operator_events=[event for event in events if event.by],
-        actions=allowed_actions(task, item_archived=archived),
+        actions=allowed_actions(task, item_archived=archived, now_ms=now_ms),
         payloads=task_payloads(host, name, task.id),
     )
 

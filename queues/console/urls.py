@@ -34,6 +34,12 @@ urlpatterns = [
         name="task-requeue",
     ),
     path(
+        "console/<str:host>/<str:queue>/<task_id:task_id>/hasten",
+        views.task_action,
+        {"action": "hasten"},
+        name="task-hasten",
+    ),
+    path(
         "console/<str:host>/<str:queue>/<task_id:task_id>/delete",
         views.task_action,
         {"action": "delete"},

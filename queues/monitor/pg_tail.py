@@ -29,6 +29,9 @@ class Follower(Protocol):
 
     after: int
 
+    @property
+    def holding(self) -> bool: ...
+
     def read(self, limit: int = ...) -> list[tuple[int, dict[str, Any]]]: ...
 
     def generation(self) -> Any: ...
@@ -56,9 +59,12 @@ class PgTail:
 
     def __init__(self, follower: Follower) -> None:
         self.follower = follower
+        # the last read took every row there was: none left past its limit, none behind a gap
+        self.at_end = False
 
     def read(self, limit: int = PAGE_ROWS) -> list[tuple[RowPosition, bytes]]:
         rows = self.follower.read(limit)
+        self.at_end = len(rows) < limit and not self.follower.holding
         return [(RowPosition(row_id), orjson.dumps(line)) for row_id, line in rows]
 
 

@@ -17,6 +17,7 @@ from .tail import LogTail, Position
 # looks at its log again whatever woke it or not (a notification lost costs at most this).
 LIVENESS_SECONDS = 1.0
 RETRY_MS = 2000  # the browser's reconnect delay, sent once
+CAUGHT_UP = b": caught up\n\n"  # a history stream has read up to the present
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,12 +57,16 @@ def event_stream(
     keepalive: float,
     client_alive: Callable[[], bool] = lambda: True,
     liveness: float = LIVENESS_SECONDS,
+    history: bool = False,
 ) -> Generator[bytes, None, None]:
     """Yield SSE chunks until the client goes (a failed write closes this generator).
-    `liveness`: the longest sleep between looks (tests lengthen it to show what wakes it)."""
+    `liveness`: the longest sleep between looks (tests lengthen it to show what wakes it).
+    `history`: the tail starts in the past; once it has read up to the present, a comment
+    `: caught up` says so (a client showing a task's history knows that the rest is live)."""
     try:
         yield b"retry: %d\n: subscribed\n\n" % RETRY_MS  # headers and a first byte, at once
         last_write = time.monotonic()
+        behind = history
         while True:
             generation = channel.generation  # read before the log, so no append is slept through
             lines = tail.read()
@@ -71,6 +76,9 @@ def event_stream(
                 if event is not None:
                     chunk.append(frame(position, str(event.get("event", "")), line))
             now = time.monotonic()
+            if behind and tail.at_end:
+                chunk.append(CAUGHT_UP)
+                behind = False
             if chunk:
                 yield b"".join(chunk)
                 last_write = now

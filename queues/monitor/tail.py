@@ -73,6 +73,8 @@ class LogTail:
             start = Position(day, _size(paths.day_file(logs_dir, day)))
         self.offsets: dict[dt.date, int] = {start.day: start.offset}
         self.first_day = start.day  # days before the start are never read
+        # the last read took every complete line there was (it did not stop at its limit)
+        self.at_end = False
 
     def read(self, limit: int = 1 << 20) -> list[tuple[Position, bytes]]:
         """Lines appended since the last read, oldest day first, about `limit` bytes at most."""
@@ -86,6 +88,7 @@ class LogTail:
             budget -= sum(len(line) + 1 for _, line in chunk)
             found.extend(chunk)
         self._forget_old_days()
+        self.at_end = budget > 0
         return found
 
     def _follow_new_days(self) -> None:

@@ -95,6 +95,12 @@ class NotRequeueable(StoreError):
     code = "not_requeueable"
 
 
+class NotWaiting(StoreError):
+    """Only a pending task waiting out its retry's backoff or its post's delay can be hastened."""
+
+    code = "not_waiting"
+
+
 class NotDeletable(StoreError):
     """Only a finished, failed or cancelled task can be deleted."""
 

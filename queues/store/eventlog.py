@@ -28,6 +28,8 @@ EVENTS = frozenset(
     | {"requeued", "deleted"}
     # a task that waited for others: the last of them finished, and it may be claimed now
     | {"released"}
+    # an operator's: a task waiting out its backoff or delay made claimable now
+    | {"hastened"}
 )
 
 

@@ -112,6 +112,17 @@ class TaskStore(Protocol):
         by: str | None = None,
     ) -> Task: ...
 
+    def hasten(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task: ...
+
     def delete(
         self, host: str, queue: str, task_id: str, *, now: int | None = None, by: str | None = None
     ) -> Task: ...

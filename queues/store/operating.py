@@ -1,5 +1,5 @@
 """The owner's and operator's verbs on a task: cancel, retry (with an edited item), requeue a
-stuck one, delete an ended one, and re-post one from its archived item.
+stuck one, hasten a waiting one, delete an ended one, and re-post one from its archived item.
 
 What each may do is the transition table's (records.py); here, which refusal each answers
 with when the task is in a state it does not act on. `by` is the operator's name, written on
@@ -108,6 +108,28 @@ def requeue(
         return core.apply(qd, found.directory, task, change.new, change.event, now=now,
                           worker=worker, archive=change.archive or None, settings=settings,
                           because=change.because)  # fmt: skip
+
+
+def hasten(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    task_id: str,
+    *,
+    settings: QueueSettings,
+    now: int | None = None,
+    by: str | None = None,
+) -> Task:
+    """An operator makes a pending task that waits out its retry's backoff or its post's delay
+    claimable now (`hastened`): a waiting claim wakes for it. Anything else -> NotWaiting."""
+    now = now_ms(now)
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
+        change = rules.plan_hasten(found.task, found.directory, now=now, by=by)
+        return core.apply(qd, found.directory, change.old, change.new, change.event, now=now,
+                          settings=settings, because=change.because)  # fmt: skip
 
 
 def delete(

@@ -22,6 +22,7 @@ from .errors import (
     NotFound,
     NotRequeueable,
     NotRetryable,
+    NotWaiting,
     out_of_range,
 )
 from .eventlog import NO_REASON, Because
@@ -421,6 +422,16 @@ def plan_requeue(task: Task, source: str, *, now: int, by: str | None) -> Change
         return Change(source, task, new, "failed", {"error": "attempts"}, because)
     new = task.replace(status=State.PENDING, lease=None, updated_at=now, ended_by=None)
     return Change(source, task, new, "requeued", because=because)
+
+
+def plan_hasten(task: Task, source: str, *, now: int, by: str | None) -> Change:
+    """An operator makes a pending task that waits out its retry's backoff or its post's delay
+    claimable now (`hastened`); its attempts and budget stay as they were. A task claimable
+    already, running or ended -> NotWaiting."""
+    if task.status is not State.PENDING or task.available_at <= now:
+        raise NotWaiting()
+    new = task.replace(available_at=0, updated_at=now)
+    return Change(source, task, new, "hastened", because=Because(by=by))
 
 
 # -- the sweep ------------------------------------------------------------------------------

@@ -177,6 +177,18 @@ class QueueStore:
     ) -> Task:
         return operating.requeue(self.core, host, queue, task_id, settings=settings, now=now, by=by)
 
+    def hasten(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task:
+        return operating.hasten(self.core, host, queue, task_id, settings=settings, now=now, by=by)
+
     def delete(
         self, host: str, queue: str, task_id: str, *, now: int | None = None, by: str | None = None
     ) -> Task:

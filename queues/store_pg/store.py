@@ -389,6 +389,24 @@ class PostgresStore:
             now=now, settings=settings, worker_of_lease=True,
         )  # fmt: skip
 
+    def hasten(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        now: int | None = None,
+        by: str | None = None,
+    ) -> Task:
+        """A pending task waiting out its backoff or delay, claimable now (`hastened`)."""
+        now = now_ms(now)
+        return self._change_one(
+            host, queue, task_id,
+            lambda task, source: rules.plan_hasten(task, source, now=now, by=by),
+            now=now, settings=settings,
+        )  # fmt: skip
+
     def delete(
         self, host: str, queue: str, task_id: str, *, now: int | None = None, by: str | None = None
     ) -> Task:
@@ -462,16 +480,20 @@ class PostgresStore:
             ).fetchall()
         return [(int(row["id"]), rows.line_of(row)) for row in found]
 
-    def last_event_id(self, host: str, queue: str) -> int:
+    def last_event_id(self, host: str, queue: str, *, before_ms: int | None = None) -> int:
         """The id of the queue's newest event row (0 when it has none): one probe of the
-        (host, queue, id) index, where a new follower of the queue starts."""
+        (host, queue, id) index, where a new follower of the queue starts. `before_ms`: the
+        newest row stamped before then, where a follower of a task's history starts (the
+        scan walks back over the rows since, which that follower reads anyway)."""
+        newest = (
+            "SELECT id FROM {} WHERE host = %s AND queue = %s ORDER BY id DESC LIMIT 1"
+            if before_ms is None
+            else "SELECT id FROM {} WHERE host = %s AND queue = %s"
+            " AND at < to_timestamp(%s / 1000.0) ORDER BY id DESC LIMIT 1"
+        )
+        params = (host, queue) if before_ms is None else (host, queue, before_ms)
         with self._pool.connection() as conn:
-            found = conn.execute(
-                sql.SQL(
-                    "SELECT id FROM {} WHERE host = %s AND queue = %s ORDER BY id DESC LIMIT 1"
-                ).format(self._events),
-                (host, queue),
-            ).fetchone()
+            found = conn.execute(sql.SQL(newest).format(self._events), params).fetchone()
         return int(found[0]) if found is not None else 0
 
     def follow_events(

@@ -39,6 +39,7 @@ ENDPOINTS = {
     "read": ("get", "tasks/{id}", None, "pending"),
     "cancel": ("post", "tasks/{id}/cancel", None, "pending"),
     "retry": ("post", "tasks/{id}/retry", None, "cancelled"),
+    "hasten": ("post", "tasks/{id}/hasten", None, "delayed"),
     "claim": ("post", "claim", {"worker": "box-1"}, "pending"),
     "progress": ("post", "tasks/{id}/progress", FENCE, "processing"),
     "result": ("post", "tasks/{id}/result", {**FENCE, "result": {}}, "processing"),
@@ -52,6 +53,7 @@ ON_OWN_QUEUE = {
     "read": {"producer": 200, "worker": 404, "operator": 200},
     "cancel": {"producer": 200, "worker": 403, "operator": 200},
     "retry": {"producer": 200, "worker": 403, "operator": 200},
+    "hasten": {"producer": 403, "worker": 403, "operator": 200},
     "claim": {"producer": 403, "worker": 200, "operator": 403},
     "progress": {"producer": 403, "worker": 200, "operator": 403},
     "result": {"producer": 403, "worker": 200, "operator": 403},
@@ -60,8 +62,8 @@ ON_OWN_QUEUE = {
 
 # The role a 403 names: what the endpoint needs.
 NEEDS = {"post": "producer", "list": "producer or operator", "cancel": "producer or operator",
-         "retry": "producer or operator", "claim": "worker", "progress": "worker",
-         "result": "worker", "fail": "worker"}  # fmt: skip
+         "retry": "producer or operator", "hasten": "operator", "claim": "worker",
+         "progress": "worker", "result": "worker", "fail": "worker"}  # fmt: skip
 
 
 def expected(endpoint: str, place: str, caller: str) -> int:
@@ -78,7 +80,8 @@ def prepare(world, place: str, state: str | None) -> str:
         return "0123456789abcdef"
     where = PLACES[place]
     queue = world.queues[place]
-    task = world.post(where, by="alice" if place == "own" else "mallory")
+    delay = {"delay_seconds": 3600} if state == "delayed" else {}
+    task = world.post(where, by="alice" if place == "own" else "mallory", **delay)
     if state == "cancelled":
         world.store.cancel(*where, task.id, settings=queue.to_settings())
     if state == "processing":

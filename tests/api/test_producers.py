@@ -369,3 +369,17 @@ def test_a_post_to_an_archiving_queue_on_a_read_only_log_is_503_and_posts_nothin
         finally:
             world.store.close()  # its day-file descriptor, before the file system goes
             writable(logs)
+
+
+def test_an_operators_hasten_makes_a_delayed_task_claimable_now_else_409(world):
+    olga = world.client("olga")
+    waiting = world.post(delay_seconds=3600)
+    r = olga.post(task_url(waiting.id, "/hasten"))
+    assert r.status_code == 200 and r.json()["status"] == State.PENDING.value
+    assert not r.json().get("availableAt")
+    assert world.claim().id == waiting.id  # claimable at once, not in an hour
+    r = olga.post(task_url(waiting.id, "/hasten"))
+    assert (r.status_code, r.json()["code"]) == (409, "not_waiting")
+    assert "backoff" in r.json()["detail"]
+    hastened = [line for line in world.events(waiting.id) if line["event"] == "hastened"]
+    assert [line["by"] for line in hastened] == ["olga"]

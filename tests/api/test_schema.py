@@ -24,6 +24,7 @@ API_MD = {
     "/api/v1/queues/{host}/{queue}/tasks/{id}": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/cancel": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/retry": {"post"},
+    "/api/v1/queues/{host}/{queue}/tasks/{id}/hasten": {"post"},
     "/api/v1/queues/{host}/{queue}/claim": {"post"},
     "/api/v1/queues/{host}/{queue}/stats": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/progress": {"post"},

@@ -1,14 +1,18 @@
 """The admin's forms in a real browser: a new token copied with one click; the Add-queue form
-offers no sweep preview for a queue that has no tasks yet, at a desktop's and a phone's width."""
+offers no sweep preview for a queue that has no tasks yet, at a desktop's and a phone's width;
+a date written as the console writes it, how long ago on hover."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 from queues.auth.tokens import find_token
-from tests.browser.pages import DESKTOP, PHONE, log_in
+from queues.models import Host
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,4 +47,27 @@ def test_adding_a_queue_offers_no_sweep_preview(browser, live_server, shoot, siz
     assert page.locator("#id_confirm_sweep").count() == 0
     assert page.locator("input[name=_preview_sweep]").count() == 0
     shoot(page, "add-queue")
+    context.close()
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_admins_dates_are_the_consoles_with_how_long_ago_on_hover(
+    browser, live_server, shoot, size
+):
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    host = Host.objects.create(name="task.example.com")
+    three_hours_ago = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=3)
+    Host.objects.filter(pk=host.pk).update(created_at=three_hours_ago)
+    written = f"{three_hours_ago:%Y-%m-%d %H:%M:%S} UTC"
+    context = browser.new_context(viewport=size)
+    page = context.new_page()
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/host/")
+    moment = page.locator("#result_list time", has_text=written)
+    expect(moment).to_have_attribute("title", "3 hours ago")
+    assert moment.get_attribute("datetime") == three_hours_ago.isoformat().replace(
+        "+00:00", ".000Z"
+    )
+    assert_fits(page)
+    shoot(page, "hosts")
     context.close()

@@ -61,7 +61,11 @@ def test_tables_become_cards_on_a_phone(browser, live_server, store_dirs, shoot,
     context = browser.new_context(viewport=size)
     page = context.new_page()
     log_in(page, live_server, "sam", "a-long-password")
-    pages = {**PAGES, "task": (f"/console/{HOST}/{NAME}/{failed}/", "table.attempts tbody tr")}
+    pages = {
+        **PAGES,
+        "task": (f"/console/{HOST}/{NAME}/{failed}/", "table.attempts tbody tr"),
+        "timeline": (f"/logs/{HOST}/{NAME}/{failed}/", "table.tasklogs-timeline tbody tr"),
+    }
     for name, (path, rows) in pages.items():
         page.goto(live_server.url + path)
         assert_fits(page)

@@ -1,10 +1,11 @@
 """An operator recovers tasks in a real browser: opens a failed task, edits its item and retries
-it; re-posts a task the store has cleaned from its archive, on Task Logs' page. Screenshots of
-each page at a desktop's and a phone's width."""
+it; re-posts a task the store has cleaned from its archive, on Task Logs' page; retries now a
+task waiting out its backoff. Screenshots of each page at a desktop's and a phone's width."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from django.contrib.auth.models import User
@@ -145,3 +146,30 @@ def test_an_admin_previews_the_sweep_before_shortening_retention(page, live_serv
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
     queue.refresh_from_db()
     assert queue.retain_seconds == 0 and stores.of(HOST, "resize").read(HOST, "resize", done.id)
+
+
+def test_an_operator_retries_now_a_task_waiting_out_its_backoff(page, live_server, shoot, operator):
+    store, settings = stores.of(HOST, "resize"), operator.to_settings()
+    task = store.post(HOST, "resize", {"url": "http://example.com/a.png"}, settings=settings,
+                      posted_by="alice").task  # fmt: skip
+    store.claim(HOST, "resize", settings=settings, worker="box-1")
+    an_hours_backoff = replace(settings, backoff_seconds=3600)
+    store.fail(HOST, "resize", task.id, settings=an_hours_backoff, worker="box-1", attempt=1,
+               result={"why": "busy"}, retry=True)  # fmt: skip
+    log_in(page, live_server, "olga", "a-long-operator-password")
+    page.goto(f"{live_server.url}/console/{HOST}/resize/{task.id}/")
+    expect(page.locator("h1")).to_contain_text("pending")
+    button = page.locator("button:has-text('Retry now')")
+    expect(button).to_be_visible()
+    both_widths(page, shoot, "waiting")
+
+    button.click()
+    expect(page.locator(".messages")).to_contain_text("hasten done, now pending")
+    expect(page.locator("button:has-text('Retry now')")).to_have_count(0)  # nothing to wait out
+    assert store.read(HOST, "resize", task.id).available_at == 0
+    [claimed] = store.claim(HOST, "resize", settings=settings, worker="box-2")
+    assert (claimed.id, claimed.attempts) == (task.id, 2)
+    call_command("ingest_tasklogs", verbosity=0)
+    page.reload()
+    expect(page.locator(".operator-events")).to_contain_text("hastened by olga")
+    both_widths(page, shoot, "hastened")

@@ -91,7 +91,7 @@ def line_of(proc: subprocess.Popen[str], timeout: float = 20) -> list[str]:
 
 
 @pytest.mark.slow
-def test_watch_task_says_where_a_running_task_stands_then_follows_it(live, clients, queues):
+def test_watch_task_shows_a_running_tasks_events_so_far_then_follows_it(live, clients, queues):
     task = clients["paul"].post(HOST, "cwwatch", {"n": 1})
     claimed = clients["wendy"].claim(HOST, "cwwatch", "box-9")
     assert claimed["id"] == task["id"]
@@ -101,21 +101,43 @@ def test_watch_task_says_where_a_running_task_stands_then_follows_it(live, clien
     watcher = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
     try:
-        first = line_of(watcher)  # said before anything else happens
+        # its history, said before anything else happens
+        posted, claimed = line_of(watcher), line_of(watcher)
         clients["wendy"].result(HOST, "cwwatch", task["id"], "box-9", 1, {"ok": True})
         then = line_of(watcher)
     finally:
         watcher.terminate()
         watcher.communicate(timeout=10)
-    assert first[1:] == ["now", task["id"], "processing", "attempts=1"]
-    assert first[0].endswith("Z") and "T" in first[0]
+    assert posted[1:] == ["posted", task["id"], "pending", "attempts=0"]
+    assert posted[0].endswith("Z") and "T" in posted[0]
+    assert claimed[1:] == ["claimed", task["id"], "processing", "attempts=1", "worker=box-9"]
     assert then[1:4] == ["result", task["id"], "finished"]
 
 
 @pytest.mark.slow
-def test_watch_task_of_an_ended_task_says_how_it_ended_and_exits(live, clients, queues):
+def test_watch_task_of_an_ended_task_shows_its_events_and_exits(live, clients, queues):
     task = clients["paul"].post(HOST, "cwwatch", {"n": 2})
     clients["paul"].cancel(HOST, "cwwatch", task["id"])
     done = cli("watch", f"{HOST}/cwwatch", "--task", task["id"], env=as_user(live, "paul"))
+    assert done.returncode == 0, done.stderr
+    posted, cancelled = (line.split()[1:] for line in done.stdout.splitlines())
+    assert posted == ["posted", task["id"], "pending", "attempts=0"]
+    assert cancelled == ["cancelled", task["id"], "cancelled", "attempts=0"]
+
+
+@pytest.mark.slow
+def test_watch_task_whose_events_the_log_no_longer_holds_says_where_it_stands(
+    live, clients, queues
+):
+    task = clients["paul"].post(HOST, "cwwatch", {"n": 3})
+    clients["paul"].cancel(HOST, "cwwatch", task["id"])
+    # the day-files pruned: moved aside for the watch, then put back for the other tests
+    days = sorted((live.logs / "tasks").glob("*.jsonl"))
+    aside = [day.rename(day.with_suffix(".aside")) for day in days]
+    try:
+        done = cli("watch", f"{HOST}/cwwatch", "--task", task["id"], env=as_user(live, "paul"))
+    finally:
+        for moved, day in zip(aside, days, strict=True):
+            moved.rename(day)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[1:] == ["now", task["id"], "cancelled", "attempts=0"]

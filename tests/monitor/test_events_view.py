@@ -243,3 +243,85 @@ def test_a_postgres_queue_stream_finds_its_rows_by_an_index_of_task_logs_table(p
         ).fetchall()
     text = "\n".join(row[0] for row in plan)
     assert "Index Only Scan Backward using taskevent_queue_id" in text, text
+
+
+# -- a task's history: `from=posted` replays its events so far, says `: caught up`, follows
+
+
+def until_caught_up(response, most: int = 400) -> tuple[list[dict[str, str]], object]:
+    """The event frames before the `: caught up` comment, and the stream's chunks after it."""
+    seen: list[dict[str, str]] = []
+    chunks = iter(response.streaming_content)
+    for _ in range(most):
+        for block in next(chunks).decode().split("\n\n"):
+            if block == ": caught up":
+                return seen, chunks
+            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+            if "event" in fields:
+                seen.append(fields)
+    raise AssertionError(f"no ': caught up' in {most} chunks; saw {seen}")
+
+
+def _history_of_a_running_task(store, settings):
+    other = store.post(HOST, QUEUE, {"n": 0}, settings=settings, posted_by="paul").task
+    task = store.post(HOST, QUEUE, {"n": 1}, settings=settings, posted_by="paul").task
+    store.cancel(HOST, QUEUE, other.id, settings=settings)
+    store.claim(HOST, QUEUE, settings=settings, worker="box-1")
+    store.progress(HOST, QUEUE, task.id, settings=settings, worker="box-1", attempt=1,
+                   progress={"percent": 50})  # fmt: skip
+    return task
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["files", "postgres"])
+def test_from_posted_replays_a_tasks_events_so_far_then_follows(request, make_queue, settings,
+                                                                kind):  # fmt: skip
+    if kind == "postgres":
+        request.getfixturevalue("pg_store")
+    settings.TASKHOSTER_SSE_KEEPALIVE_SECONDS = 0.05
+    queue = make_queue(HOST, QUEUE, store=kind)
+    store, queue_settings = stores.of(HOST, QUEUE), queue.to_settings()
+    task = _history_of_a_running_task(store, queue_settings)
+    stream = subscribe(token_for("paul", "producer"), task=task.id, **{"from": "posted"})
+    history, chunks = until_caught_up(stream)
+    assert [f["event"] for f in history] == ["posted", "claimed", "progress"]
+    assert all(f'"id":"{task.id}"' in f["data"] for f in history)
+    store.finish(HOST, QUEUE, task.id, settings=queue_settings, worker="box-1", attempt=1,
+                 result={"ok": True})  # fmt: skip
+    later = b""
+    while b"event: result" not in later:
+        later += next(chunks)
+    # a reconnect after the history resumes where it was: nothing replayed
+    resumed, _ = until_caught_up(
+        subscribe(token_for("olga", "operator"), task=task.id, lastEventId=history[-1]["id"],
+                  **{"from": "posted"})
+    )  # fmt: skip
+    assert [f["event"] for f in resumed] == ["result"]
+
+
+@pytest.mark.django_db
+def test_a_stream_without_from_has_no_history_and_no_caught_up(queue):
+    store, settings = stores.of(HOST, QUEUE), queue.to_settings()
+    task = _history_of_a_running_task(store, settings)
+    stream = subscribe(token_for("olga", "operator"), task=task.id)
+    chunks = iter(stream.streaming_content)
+    assert next(chunks).startswith(b"retry:")
+    store.finish(HOST, QUEUE, task.id, settings=settings, worker="box-1", attempt=1, result={})
+    then = next(chunks)
+    assert b"event: result" in then and b"event: posted" not in then and b"caught up" not in then
+
+
+@pytest.mark.django_db
+def test_from_refusals(queue):
+    operator = token_for("olga", "operator")
+    task = stores.of(HOST, QUEUE).post(HOST, QUEUE, {"n": 1}, settings=queue.to_settings(),
+                                       posted_by=None).task  # fmt: skip
+    wrong = subscribe(operator, task=task.id, **{"from": "start"})
+    assert refusal(wrong) == (400, "invalid_request")
+    assert "from must be 'posted'" in json.loads(wrong.content)["detail"]
+    whole_queue = subscribe(operator, **{"from": "posted"})
+    assert refusal(whole_queue) == (400, "invalid_request")
+    assert "needs task=ID" in json.loads(whole_queue.content)["detail"]
+    assert refusal(subscribe(operator, task="0123456789abcdef", **{"from": "posted"})) == (
+        404, "not_found",
+    )  # fmt: skip

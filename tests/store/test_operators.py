@@ -1,6 +1,6 @@
 """The operator's verbs: every action names its operator on the event line; requeue a stuck
-task, delete an ended one, edit a failed one's item and retry it, re-post one from its archive.
-Each refusal is tested with what it leaves unchanged."""
+task, hasten one waiting out its backoff or delay, delete an ended one, edit a failed one's item
+and retry it, re-post one from its archive. Each refusal is tested with what it leaves unchanged."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from queues.store import (
     NotFound,
     NotRequeueable,
     NotRetryable,
+    NotWaiting,
     PayloadTooLarge,
     State,
     sweep_queue,
@@ -111,6 +112,71 @@ def test_requeue_refuses_a_task_that_is_not_processing_and_changes_nothing(h, st
         h.store.requeue(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 3 * SECOND, by="olga")
     assert refused.value.code == "not_requeueable"
     assert h.on_disk(task.id) == disk and h.events() == events
+
+
+# -- hasten ----------------------------------------------------------------------------------
+
+
+def _backing_off(h):
+    """A task whose first attempt failed with retry: pending, claimable at T0 + 61 s."""
+    slow = replace(SETTINGS, backoff_seconds=60)
+    task = h.post(settings=slow)
+    h.claim(settings=slow, now=T0 + SECOND)
+    back = h.store.fail(HOST, QUEUE, task.id, settings=slow, worker="box-1", attempt=1,
+                        result={"why": "busy"}, retry=True, now=T0 + SECOND).task  # fmt: skip
+    assert back.available_at == T0 + 61 * SECOND
+    return back
+
+
+def test_hasten_makes_a_task_in_its_backoff_claimable_now_and_keeps_its_attempts(h):
+    task = _backing_off(h)
+    assert h.claim(now=T0 + 2 * SECOND) is None
+    now = h.store.hasten(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 3 * SECOND, by="olga")
+    assert now.status is State.PENDING and now.available_at == 0 and now.attempts == 1
+    assert now.last_error == {"why": "busy"} and now.max_attempts == task.max_attempts
+    assert h.where(task.id) == ["pending"]
+    stats = h.store.stats(HOST, QUEUE, now=T0 + 3 * SECOND)
+    assert (stats.pending, stats.retrying, stats.delayed) == (1, 0, 0)
+    line = h.events(task.id)[-1]
+    assert (line["event"], line["by"], line["status"], line["attempts"]) == (
+        "hastened", "olga", "pending", 1,
+    )  # fmt: skip
+    assert h.claim(now=T0 + 4 * SECOND, worker="box-2").attempts == 2
+
+
+def test_hasten_ends_a_posts_delay(h):
+    task = h.post(delay_seconds=3600)
+    assert h.claim(now=T0 + SECOND) is None
+    h.store.hasten(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 2 * SECOND, by="olga")
+    claimed = h.claim(now=T0 + 3 * SECOND)
+    assert claimed is not None and claimed.id == task.id and claimed.attempts == 1
+
+
+@pytest.mark.parametrize("state", ["claimable", "processing", "finished", "failed"])
+def test_hasten_refuses_a_task_that_is_not_waiting_and_changes_nothing(h, state):
+    task = h.post()
+    if state != "claimable":
+        h.claim()
+    if state in ("finished", "failed"):
+        outcome = {"finished": h.store.finish, "failed": h.store.fail}[state]
+        outcome(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1, result={},
+                now=T0 + 2 * SECOND)  # fmt: skip
+    disk, events = h.on_disk(task.id), h.events()
+    with pytest.raises(NotWaiting) as refused:
+        h.store.hasten(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 3 * SECOND, by="olga")
+    assert refused.value.code == "not_waiting"
+    assert h.on_disk(task.id) == disk and h.events() == events
+
+
+def test_hasten_after_the_backoff_is_over_is_refused(h):
+    task = _backing_off(h)
+    with pytest.raises(NotWaiting):
+        h.store.hasten(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 61 * SECOND, by="olga")
+
+
+def test_hasten_of_an_unknown_task_is_not_found(h):
+    with pytest.raises(NotFound):
+        h.store.hasten(HOST, QUEUE, "0123456789abcdef", settings=SETTINGS, now=T0, by="olga")
 
 
 # -- delete ----------------------------------------------------------------------------------
@@ -311,6 +377,8 @@ def test_the_operators_triples_are_in_the_table(h):
     assert {(s, None, "deleted") for s in State if s.terminal} <= TRANSITIONS
     requeues = {(s, t) for s, t, event in TRANSITIONS if event == "requeued"}
     assert requeues == {(State.PROCESSING, State.PENDING)}
+    hastens = {(s, t) for s, t, event in TRANSITIONS if event == "hastened"}
+    assert hastens == {(State.PENDING, State.PENDING)}
 
 
 def test_a_stop_asked_of_a_running_task_names_the_operator_on_the_line_that_ends_it(h):

@@ -125,3 +125,20 @@ def test_a_failure_whose_body_is_gone_says_only_how_it_ended(staff, make_queue, 
     html = staff.get("/").content.decode()
     section = html[html.index('id="failures-title"') :]
     assert '<td class="failure-how card-early card-wide">failed</td>' in section
+
+
+@pytest.mark.parametrize("archive", [True, False], ids=["archived", "from-the-record"])
+def test_a_task_timeline_shows_the_time_between_events_and_the_errors_first_line(
+    staff, make_queue, day_dir, archive
+) -> None:
+    task = failed_task(make_queue, day_dir, archive=archive)  # posted, then 1 s, then 1 s
+    html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", task.id])).content.decode()
+    assert "error B" not in html and "item B" not in html and "<th>error</th>" in html
+    rows = [row for row in re.findall(r"<tr>(.*?)</tr>", html, re.S) if "tasklogs-after" in row]
+    after = [re.search(r'class="num tasklogs-after"[^>]*>(.*?)</td>', row).group(1) for row in rows]
+    assert after == ["", "+1.0 s", "+1.0 s"]  # the first row has none before it
+    failed_row = rows[-1]
+    error = re.search(r'<td class="tasklogs-error[^"]*">(.*?)</td>', failed_row).group(1)
+    assert error == '<span class="bad">ValueError: &lt;cat&gt;.png is not an image</span>'
+    assert "<details><summary>sizes</summary>" in failed_row and "<dt>result</dt>" in failed_row
+    assert all('tasklogs-error card-wide card-early"></td>' in row for row in rows[:-1])

@@ -140,7 +140,7 @@ def test_the_source_option_and_a_missing_directory(tmp_path: Path) -> None:
     (other / "2025-01-01.jsonl").write_bytes(encode(line()))
     out = io.StringIO()
     call_command("ingest_tasklogs", "--source", str(other), stdout=out)
-    assert "1 line from 1 day-file in " in out.getvalue()
+    assert "1 event stored from 1 day-file in " in out.getvalue()
     with pytest.raises(Exception, match="is not a directory"):
         call_command("ingest_tasklogs", "--source", str(tmp_path / "missing"))
 
@@ -258,7 +258,7 @@ def test_a_backfill_in_a_terminal_shows_a_progress_bar(live_db, day_dir: Path) -
     os.close(primary)
     assert run.returncode == 0
     assert b"\r[" in terminal and b"100%" in terminal
-    assert "20000 lines" in out and "[" not in out  # the bar is not in the (piped) output
+    assert "20000 events stored" in out and "[" not in out  # the bar is not in the (piped) output
     assert len(keys()) == 20_000
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command, load_command_class
 
-from tasklogs.summaries import FollowSummary
+from tasklogs.ingest import IngestReport
+from tasklogs.summaries import FollowSummary, run_line
 from tests.store.mounts import read_only, small_fs, writable
 
 from ..children import interrupted, reaped
@@ -52,10 +53,10 @@ def test_follow_sums_up_instead_of_a_line_per_event_and_stops_on_ctrl_c(
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     # The first run's line, then one summary of the five passes, printed as it stops.
     first, summary = out.splitlines()
-    assert first.startswith("1 line from 1 day-file in ")
+    assert first.startswith("1 event stored from 1 day-file in ")
     # Each append wakes a pass, but a pass reads to the end of the file after its commit, so
-    # under load an append can land in the pass before: five lines, in up to five passes.
-    assert re.fullmatch(r"5 lines in [1-5] pass(es)? since \d\d:\d\d:\d\d UTC, 0 bad", summary), out
+    # under load an append can land in the pass before: five events, in up to five passes.
+    assert re.fullmatch(r"5 events stored since \d\d:\d\d UTC", summary), out
 
 
 def test_the_summary_comes_at_most_every_few_minutes_and_never_when_idle() -> None:
@@ -63,7 +64,7 @@ def test_the_summary_comes_at_most_every_few_minutes_and_never_when_idle() -> No
     summary = FollowSummary(every=300, clock=lambda: clock[0])
     assert summary.take_if_due() is None  # nothing ingested, nothing said
     summary.add(lines=3, bad=0)
-    assert summary.take_if_due() == "3 lines in 1 pass since 00:00:00 UTC, 0 bad"
+    assert summary.take_if_due() == "3 events stored since 00:00 UTC"
     clock[0] += 10
     summary.add(lines=2, bad=1)
     summary.add(lines=0, bad=0)  # an idle pass is not a pass worth counting
@@ -73,11 +74,11 @@ def test_the_summary_comes_at_most_every_few_minutes_and_never_when_idle() -> No
     summary.add(lines=4, bad=0)
     clock[0] += 270
     assert summary.due_in() == 0
-    assert summary.take_if_due() == "6 lines in 2 passes since 00:00:10 UTC, 1 bad"
+    assert summary.take_if_due() == "5 events stored since 00:00 UTC; 1 bad line skipped"
     clock[0] += 1000
     assert summary.take_if_due() is None and summary.take() is None  # idle since
     summary.add(lines=1, bad=0)  # quiet for long: said at once
-    assert summary.take_if_due() == "1 line in 1 pass since 00:21:40 UTC, 0 bad"
+    assert summary.take_if_due() == "1 event stored since 00:21 UTC"
 
 
 def test_every_option_has_help() -> None:
@@ -112,3 +113,17 @@ def test_a_follower_started_on_a_read_only_logs_disk_waits_for_it_then_ingests(
     assert follower.returncode == 0
     assert "Traceback" not in err and "could not be made" not in err, err  # said once only
     assert "The logs disk answers again; ingesting." in out
+
+
+def test_a_runs_line_says_in_words_what_it_stored_and_from_where() -> None:
+    files = IngestReport(files=2, lines=551, bad=2)
+    assert (
+        run_line(files, 0.42) == "549 events stored from 2 day-files in 0.4 s; 2 bad lines skipped"
+    )
+    rows = IngestReport(store_rows=1)
+    assert run_line(rows, 0.2) == "1 event stored from the PostgreSQL store in 0.2 s"
+    both = IngestReport(files=1, lines=3, store_rows=4)
+    assert run_line(both, 1.0) == (
+        "7 events stored, 3 from 1 day-file and 4 from the PostgreSQL store, in 1.0 s"
+    )
+    assert run_line(IngestReport(), 0.1) is None  # nothing read: nothing said

@@ -163,9 +163,9 @@ def test_the_timeline_shows_every_event_with_sizes_and_payload_links(staff, logg
     )  # fmt: skip
     response = staff.get(reverse("tasklogs:task", args=[HOST, "resize", TASK]))
     html = response.content.decode()
-    assert re.findall(r'class="status-(\w+)">\1</td>\s*<td class="status', html) == [
+    assert re.findall(r'class="status-(\w+) card-title">\1</td>\s*<td class="status', html) == [
         "posted", "claimed", "result"]  # fmt: skip
-    assert '<td class="num">33</td>' in html
+    assert "<dt>result</dt><dd>33 B</dd>" in html  # in the row's details
     item = reverse("tasklogs:payload-page", args=[HOST, "resize", TASK, "item"])
     # a result is the one its event's attempt wrote: the address names the attempt and event
     result = reverse(
@@ -189,10 +189,10 @@ def test_the_timeline_shows_the_task_as_the_store_holds_it(staff, queues, day_di
     ingest_directory(day_dir)  # the store's own "posted" line
     html = staff.get(reverse("tasklogs:task", args=[HOST, "resize", task.id])).content.decode()
     assert 'Now in the store: <strong class="status-pending">pending</strong>' in html
-    assert '<td class="status-posted">posted</td>' in html
+    assert '<td class="status-posted card-title">posted</td>' in html
 
 
-WORKER = re.compile(r"<td>(w\d{5})</td>")
+WORKER = re.compile(r'<td data-label="worker">(w\d{5})</td>')
 LINK = re.compile(r'href="\?((?:after|before)=[^"]+)" rel="(next|prev)"')
 
 
@@ -229,8 +229,8 @@ def test_a_long_timeline_shows_how_it_began_and_ended_and_pages_between(staff, l
     # The first view: the first page and the last page, the posted and the result line.
     assert shown == workers[:TIMELINE_PAGE] + workers[-TIMELINE_PAGE:]
     html = first.content.decode()
-    assert '<td class="status-posted">posted</td>' in html
-    assert '<td class="status-result">result</td>' in html
+    assert '<td class="status-posted card-title">posted</td>' in html
+    assert '<td class="status-result card-title">result</td>' in html
     # Following "later" from the first view walks every event between, in order, each once.
     later, responses = follow(staff, url, first, "next")
     assert all(len(page) == TIMELINE_PAGE for page in later[:-1])
@@ -413,8 +413,8 @@ def test_the_list_never_inlines_a_payload(staff, logged, archive: Path) -> None:
 # --- each attempt's bodies -------------------------------------------------------------------
 
 ROW_HTML = re.compile(r"<tr>(.*?)</tr>", re.S)
-ROW_EVENT = re.compile(r'<td class="status-(\w+)">\1</td>')
-ROW_ATTEMPTS = re.compile(r'<td class="num">(\d+)</td>')
+ROW_EVENT = re.compile(r'<td class="status-(\w+) card-title">\1</td>')
+ROW_ATTEMPTS = re.compile(r'<td class="num" data-label="attempts">(\d+)</td>')
 HREF = re.compile(r'href="([^"]+/payloads/[^"]+)"')
 
 
