@@ -25,6 +25,7 @@ class PostEntry:
     priority: int = 0
     delay_seconds: int = 0
     idempotency_key: str | None = None
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -310,6 +310,25 @@ def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
     commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)
 
 
+def rewrite_locked(dir_fd: int, temp: str, name: str, data: bytes, *, fsync: bool) -> None:
+    """Replace a small file through a temp of a fixed name, for a writer that holds the lock
+    every writer of the file takes (no one else uses the temp's name): a crash leaves the old
+    file or the new one, and at most this temp, which the next writer writes over."""
+    fd = _call("open", os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC |
+               os.O_NOFOLLOW, FILE_MODE, dir_fd=dir_fd)  # fmt: skip
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[_call("write", os.write, fd, view) :]
+        if fsync:
+            _call("fsync", os.fsync, fd)
+    finally:
+        os.close(fd)
+    _call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    if fsync:
+        _call("fsync_dir", os.fsync, dir_fd)
+
+
 def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
     """Give the temp its final name only if that name is free (FileExistsError otherwise).
 

@@ -33,6 +33,7 @@ def post(
     now: int | None = None,
     reposted_from: str | None = None,
     because: Because = NO_REASON,
+    concurrency_key: str | None = None,
 ) -> PostResult:
     now = now_ms(now)
     entry = PostEntry(
@@ -40,6 +41,7 @@ def post(
         priority=priority,
         delay_seconds=delay_seconds,
         idempotency_key=idempotency_key,
+        concurrency_key=concurrency_key,
     )
     task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
                      reposted_from=reposted_from)  # fmt: skip

@@ -130,6 +130,9 @@ _EXT = {
     # updatedAt moves with every heartbeat), so the console's bulk actions can leave alone a
     # task that was claimed after they counted.
     "claimed_at": "claimedAt",
+    # The post's concurrency key: at most the queue's maxPerKey tasks with one key are in
+    # processing at once (limits.py); other tasks are claimed past the held ones.
+    "concurrency_key": "concurrencyKey",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
@@ -180,6 +183,7 @@ class Task:
     cancel_requested_by: str | None = None
     seq: int = 0
     claimed_at: int | None = None
+    concurrency_key: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -303,6 +307,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "cancel_requested_by": (str, type(None)),
     "seq": (int,),
     "claimed_at": (int, type(None)),
+    "concurrency_key": (str, type(None)),
 }
 
 

@@ -58,6 +58,7 @@ def new_task(
     """A checked entry as the pending record it becomes (nothing written yet)."""
     posting.check_item(entry.item, settings)
     posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
+    posting.check_concurrency_key(entry.concurrency_key)
     return Task(
         id=secrets.token_hex(8),
         host=paths.validate_host(host),
@@ -73,6 +74,7 @@ def new_task(
         max_attempts=settings.attempt_budget(),
         idempotency_key=entry.idempotency_key,
         reposted_from=reposted_from,
+        concurrency_key=entry.concurrency_key,
     )
 
 

@@ -36,6 +36,7 @@ BOTH_STORES = frozenset(
         "test_selecting",
         "test_sweep_preview",
         "test_post_order",
+        "test_limits",
     }
 )
 

@@ -264,3 +264,42 @@ def poster(opener: StoreOpener, items: list[dict[str, Any]], now: int, out: Any)
     ]
     store.close()
     out.put(ids)
+
+
+def limited_worker(opener: StoreOpener, settings: QueueSettings, worker: str, start: Any,
+                   out: Any) -> None:  # fmt: skip
+    """Claim from a limited queue until it stays empty: each task held a moment, then marked
+    by a progress line (still processing) and finished; report how many and any error. The
+    event log's (claimed, progress) spans lie inside each task's time in processing."""
+    store = opener.open()
+    start.wait()
+    done, errors, misses = 0, [], 0
+    while misses < 20:
+        try:
+            tasks = store.wait_claim(HOST, QUEUE, settings=settings, worker=worker,
+                                     wait_seconds=0.2)  # fmt: skip
+            for task in tasks:
+                time.sleep(0.005)
+                store.progress(HOST, QUEUE, task.id, settings=settings, worker=worker,
+                               attempt=task.attempts, progress={"ending": True})  # fmt: skip
+                store.finish(HOST, QUEUE, task.id, settings=settings, worker=worker,
+                             attempt=task.attempts, result={"ok": 1})  # fmt: skip
+                done += 1
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+        misses = 0 if tasks else misses + 1
+    store.close()
+    out.put((worker, done, errors))
+
+
+def crash_in_limited_claim(config: StoreConfig, settings: QueueSettings, now: int, k: int) -> None:
+    """Claim up to two from a limited queue, dying at the claim's k-th disk-changing call
+    (exit 0 if it made fewer)."""
+    import os
+
+    store = QueueStore(config)
+    files.FAULTS.reset()
+    files.FAULTS.exit_at = k
+    store.claim(HOST, QUEUE, settings=settings, worker="doomed", max_tasks=2, now=now)
+    os._exit(0)
