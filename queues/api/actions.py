@@ -21,13 +21,22 @@ from queues.store import (
     StoreError,
     Task,
     TaskPage,
+    limits,
 )
+from queues.store.clock import now_ms
+from queues.store.records import State
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
 
 def post(
-    ctx: QueueContext, item: Any, *, priority: int, delay: int, idempotency_key: str | None
+    ctx: QueueContext,
+    item: Any,
+    *,
+    priority: int,
+    delay: int,
+    idempotency_key: str | None,
+    concurrency_key: str | None = None,
 ) -> PostResult:
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
@@ -42,6 +51,7 @@ def post(
         priority=priority,
         delay_seconds=delay,
         idempotency_key=idempotency_key,
+        concurrency_key=concurrency_key,
     )
 
 
@@ -69,6 +79,16 @@ def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None 
     if task.status.terminal and task.fetched_at is None and ctx.stamps_fetch(task):
         task = store.fetch(ctx.host, ctx.queue, task_id, current=task)
     return task
+
+
+def held_by(ctx: QueueContext, task: Task) -> str | None:
+    """What holds a pending task back now (the queue's flow limits), or None."""
+    if task.status is not State.PENDING or not ctx.settings.limited:
+        return None
+    store = stores.of(ctx.host, ctx.queue)
+    now = now_ms(None)
+    state = store.flow_state(ctx.host, ctx.queue, settings=ctx.settings, now=now)
+    return limits.held_reason(state, ctx.settings, task, now)
 
 
 def list_tasks(ctx: QueueContext, *, status: str | None, limit: int, offset: int) -> TaskPage:

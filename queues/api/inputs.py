@@ -206,7 +206,7 @@ def entries(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return value
 
 
-_POST_FIELDS = frozenset({"item", "delay", "priority", "idempotencyKey"})
+_POST_FIELDS = frozenset({"item", "delay", "priority", "idempotencyKey", "concurrencyKey"})
 
 
 def post_entries(body: dict[str, Any]) -> list[PostEntry]:
@@ -223,6 +223,8 @@ def post_entries(body: dict[str, Any]) -> list[PostEntry]:
                     delay_seconds=integer(entry, "delay", 0),
                     priority=integer(entry, "priority", 0),
                     idempotency_key=_optional_string(entry, "idempotencyKey"),
+                    # any JSON value: the store refuses what is not a concurrency key
+                    concurrency_key=entry.get("concurrencyKey"),
                 )
             )
         except StoreError as exc:
