@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from . import copies, files, paths
+from .clock import now_ms
 from .errors import CorruptRecord
 from .paths import QueueDirs
 from .records import State, Task
@@ -89,6 +90,10 @@ class FlowState:
     tokens: float | None  # the bucket's fill; None without a rate limit
     capacity: int
     key_counts: dict[str, int] = field(default_factory=dict)  # processing tasks per key
+    # when `tokens` is the fill: now, or the bucket's last write if that is later (a claim's
+    # clock read before it waited for the lock); the bucket's time never goes back, or the
+    # next claim would refill the same span twice
+    bucket_at: int = 0
 
 
 def held_reason(state: FlowState, settings: QueueSettings, task: Task, now: int) -> str | None:
@@ -164,17 +169,19 @@ class Gate:
         return answer(claimed, held_by, retry_after)
 
     def _save(self, tokens: float) -> None:
-        data = orjson.dumps({"tokens": tokens, "at": self._now})
+        data = orjson.dumps({"tokens": tokens, "at": self.state.bucket_at})
         files.rewrite_locked(self._fd, BUCKET_TEMP, BUCKET_FILE, data, fsync=self._fsync)
 
 
 @contextlib.contextmanager
-def gate(qd: QueueDirs, settings: QueueSettings, *, now: int, fsync: bool,
+def gate(qd: QueueDirs, settings: QueueSettings, *, now: int, live: bool, fsync: bool,
          max_tasks: int) -> Iterator[Gate]:  # fmt: skip
     """The queue's claim lock, held while the claim runs; the gate says how far it may go."""
     fd = _queue_fd(qd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        if live:  # the clock once the lock is held: the bucket fills while a claim waits for it
+            now = now_ms(None)
         yield Gate(qd, fd, settings, now=now, fsync=fsync, max_tasks=max_tasks)
     finally:
         os.close(fd)  # and with it the lock
@@ -213,11 +220,12 @@ def read_state(qd: QueueDirs, queue_fd: int, settings: QueueSettings, now: int) 
             if key is not None:
                 counts[key] = counts.get(key, 0) + 1
         _keys[(qd.host, qd.queue)] = seen
-    tokens = None
+    tokens, bucket_at = None, now
     if settings.rate_count:
-        tokens = refilled(*_read_bucket(queue_fd, settings, now), now, settings)
+        saved, at = _read_bucket(queue_fd, settings, now)
+        tokens, bucket_at = refilled(saved, at, now, settings), max(now, at)
     return FlowState(processing=len(ids), tokens=tokens, capacity=capacity(settings),
-                     key_counts=counts)  # fmt: skip
+                     key_counts=counts, bucket_at=bucket_at)  # fmt: skip
 
 
 def _key_of(qd: QueueDirs, task_id: str) -> str | None:

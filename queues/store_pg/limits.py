@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from queues.store import limits
+from queues.store.clock import now_ms
 from queues.store.limits import HELD_KEY, HELD_MAX, HELD_RATE, FlowState
 from queues.store.records import Task
 from queues.store.settings import QueueSettings
@@ -47,16 +48,17 @@ def _bucket(conn: Conn, host: str, queue: str, *, lock: bool) -> tuple[float, in
 
 def state(conn: Conn, host: str, queue: str, settings: QueueSettings, now: int) -> FlowState:
     """The queue's flow now, without the lock (a moment's picture)."""
-    tokens = None
+    tokens, bucket_at = None, now
     if settings.rate_count:
         saved = _bucket(conn, host, queue, lock=False)
         start = saved if saved is not None else (float(limits.capacity(settings)), now)
-        tokens = limits.refilled(*start, now, settings)
+        tokens, bucket_at = limits.refilled(*start, now, settings), max(now, start[1])
     return FlowState(
         processing=_processing(conn, host, queue),
         tokens=tokens,
         capacity=limits.capacity(settings),
         key_counts=_key_counts(conn, host, queue) if settings.max_per_key else {},
+        bucket_at=bucket_at,
     )
 
 
@@ -64,7 +66,7 @@ class Gate:
     """One limited claim, in its transaction: the queue's row locked, its room counted."""
 
     def __init__(self, conn: Conn, host: str, queue: str, settings: QueueSettings, *,
-                 now: int, max_tasks: int) -> None:  # fmt: skip
+                 now: int, live: bool, max_tasks: int) -> None:  # fmt: skip
         self._conn, self._host, self._queue = conn, host, queue
         self._settings, self._now = settings, now
         conn.execute(
@@ -72,6 +74,8 @@ class Gate:
             (host, queue),
         )
         _bucket(conn, host, queue, lock=True)  # the lock every limited claim takes first
+        if live:  # the clock once the row is held: the bucket fills while a claim waits for it
+            now = self._now = now_ms(None)
         self.state = state(conn, host, queue, settings, now)
         self.room, self.held_by, self.retry_after = max_tasks, None, 0.0
         self.key_held = False
@@ -127,7 +131,7 @@ class Gate:
         assert self.state.tokens is not None
         self._conn.execute(
             "UPDATE th_flow SET tokens = %s, at = %s WHERE host = %s AND queue = %s",
-            (self.state.tokens - claimed, self._now, self._host, self._queue),
+            (self.state.tokens - claimed, self.state.bucket_at, self._host, self._queue),
         )
 
     def answer(self, tasks: list[Task]) -> limits.Claimed:

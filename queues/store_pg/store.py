@@ -554,7 +554,8 @@ class PostgresStore:
             self._make_queue(conn, host, queue)
             gate = None
             if settings.limited:
-                gate = limits.Gate(conn, host, queue, settings, now=now, max_tasks=max_tasks)
+                gate = limits.Gate(conn, host, queue, settings, now=now, live=live,
+                                   max_tasks=max_tasks)  # fmt: skip
                 found = [(record,) for record in gate.candidates()]
             else:
                 found = conn.execute(

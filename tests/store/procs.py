@@ -303,3 +303,20 @@ def crash_in_limited_claim(config: StoreConfig, settings: QueueSettings, now: in
     files.FAULTS.exit_at = k
     store.claim(HOST, QUEUE, settings=settings, worker="doomed", max_tasks=2, now=now)
     os._exit(0)
+
+
+def rated_claimer(opener: StoreOpener, settings: QueueSettings, seconds: float, start: Any,
+                  out: Any) -> None:  # fmt: skip
+    """Claim one at a time, as fast as the rate limit lets, for `seconds`; report how many."""
+    store = opener.open()
+    start.wait()
+    deadline, got, errors = time.monotonic() + seconds, 0, []
+    while time.monotonic() < deadline:
+        try:
+            got += len(store.wait_claim(HOST, QUEUE, settings=settings, worker="rated",
+                                        wait_seconds=0.5))  # fmt: skip
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+    store.close()
+    out.put((got, errors))

@@ -225,3 +225,39 @@ def test_a_crash_at_each_step_of_taking_a_token_never_gives_two_nor_keeps_one(tm
     else:
         pytest.fail("the claim never completed")
     assert k > 4, k
+
+
+@pytest.mark.slow
+def test_four_processes_claiming_never_pass_the_rate(h):
+    """50 a second, four claimers for three seconds: in every second of the event log's
+    `claimed` times, at most the rate plus the bucket's five."""
+    import datetime as dt
+
+    rated = replace(procs.LONG, rate_count=50, rate_seconds=1)
+    h.store.post_many(HOST, QUEUE, [PostEntry(item={"n": n}) for n in range(100)],
+                      settings=rated, posted_by="a", now=T0)  # fmt: skip
+    for n in range(1, 3):
+        h.store.post_many(HOST, QUEUE, [PostEntry(item={"n": n}) for n in range(100)],
+                          settings=rated, posted_by="a", now=T0 + n)  # fmt: skip
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    claimers = [
+        ctx.Process(target=procs.rated_claimer, args=(h.opener(), rated, 3.0, start, out))
+        for _ in range(4)
+    ]
+    for p in claimers:
+        p.start()
+    start.set()
+    reports = [out.get(timeout=120) for _ in claimers]
+    for p in claimers:
+        p.join(30)
+        assert p.exitcode == 0
+    assert [errors for _, errors in reports] == [[]] * 4
+    times = sorted(
+        dt.datetime.fromisoformat(line["at"].replace("Z", "+00:00")).timestamp() * 1000
+        for line in h.events()
+        if line["event"] == "claimed"
+    )
+    assert len(times) == sum(got for got, _ in reports) > 0
+    busiest = max(sum(1 for u in times if t <= u < t + 1000) for t in times)
+    assert busiest <= 50 + 5, busiest
