@@ -94,6 +94,11 @@ def parser() -> argparse.ArgumentParser:
         "(with --from-file, KEY-LINE for each line)",
     )
     post.add_argument(
+        "--key-concurrency",
+        metavar="KEY",
+        help="a concurrency key: at most the queue's maxPerKey tasks with this key run at once",
+    )
+    post.add_argument(
         "--wait",
         action="store_true",
         help="wait for the task to end and print its result (exit 1 if it failed)",
@@ -267,7 +272,13 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
     for item, key in items(args):
         task = with_backoff(
             lambda item=item, key=key: client.post(
-                host, queue, item, delay=args.delay, priority=args.priority, idempotency_key=key
+                host,
+                queue,
+                item,
+                delay=args.delay,
+                priority=args.priority,
+                idempotency_key=key,
+                concurrency_key=args.key_concurrency,
             ),
             repeatable=key is not None,
         )

@@ -65,10 +65,12 @@ class Client:
         delay: int | None = None,
         priority: int | None = None,
         idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> dict[str, Any]:
-        """Post a task; answers its status view (the original task on an idempotent replay)."""
+        """Post a task; answers its status view (the original task on an idempotent replay).
+        `concurrency_key`: at most the queue's maxPerKey tasks with one key run at once."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        query = {"delay": delay, "priority": priority}
+        query = {"delay": delay, "priority": priority, "concurrencyKey": concurrency_key}
         return self._call("POST", _queue_path(host, queue, "tasks"), query=query, body=item,
                           headers=headers, idempotent=idempotency_key is not None)  # fmt: skip
 
@@ -76,7 +78,8 @@ class Client:
         self, host: str, queue: str, tasks: builtins.list[dict[str, Any]]
     ) -> builtins.list[dict[str, Any]]:
         """Post 1 to 100 tasks in one request; each entry is `{"item": {...}}` with optional
-        `delay`, `priority` and `idempotencyKey`. Answers each task's status view, in order.
+        `delay`, `priority`, `idempotencyKey` and `concurrencyKey`. Answers each task's status
+        view, in order.
 
         All or nothing: a refused entry raises ApiError (its `index` says which entry) and no
         task of the batch was posted. Sent again after a lost answer only when every entry has
