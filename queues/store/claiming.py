@@ -43,7 +43,7 @@ def claim(
     with core.queue_dirs(host, queue, create=True) as qd:
         if settings.limited:
             with limits.gate(qd, settings, now=now, live=live, fsync=core.fsync,
-                             max_tasks=max_tasks) as g:  # fmt: skip
+                             max_tasks=max_tasks, counts=core.dir_counts) as g:  # fmt: skip
                 return g.settle(
                     _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=g.room,
                                 now=now, live=live, hold=g.hold) if g.room else []

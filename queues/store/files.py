@@ -310,23 +310,23 @@ def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
     commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)
 
 
-def rewrite_locked(dir_fd: int, temp: str, name: str, data: bytes, *, fsync: bool) -> None:
-    """Replace a small file through a temp of a fixed name, for a writer that holds the lock
-    every writer of the file takes (no one else uses the temp's name): a crash leaves the old
-    file or the new one, and at most this temp, which the next writer writes over."""
-    fd = _call("open", os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC |
-               os.O_NOFOLLOW, FILE_MODE, dir_fd=dir_fd)  # fmt: skip
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[_call("write", os.write, fd, view) :]
-        if fsync:
-            _call("fsync", os.fsync, fd)
-    finally:
-        os.close(fd)
-    _call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+def open_record_file(dir_fd: int, name: str) -> int:
+    """Open (making it if new) a small file a lock holder rewrites in place (write_record)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd: int = _call("open", os.open, name, flags, FILE_MODE, dir_fd=dir_fd)
+    return fd
+
+
+def write_record(fd: int, data: bytes, *, fsync: bool) -> None:
+    """Write a fixed-size record over the file's first bytes, for a writer that holds the lock
+    every writer of the file takes: one pwrite of a few bytes, which a killed process makes
+    whole or not at all (a signal is taken on the way out of the call, never midway through its
+    copy), and the file never changes its size."""
+    written = _call("write", os.pwrite, fd, data, 0)
+    if written != len(data):
+        raise StorageUnavailable(f"Wrote {written} of {len(data)} bytes of a record.")
     if fsync:
-        _call("fsync_dir", os.fsync, dir_fd)
+        _call("fsync", os.fsync, fd)
 
 
 def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:

@@ -2,14 +2,15 @@
 the reasons a pending task is held back, and the file store's gate that holds them across every
 process claiming from the queue.
 
-The gate is an flock on the queue's own directory, opened afresh (each open its own holder, so
-threads exclude each other too), held across the whole claim of a limited queue: claims then
-count processing/ and take tokens one at a time, and a SIGKILL releases the lock with the
-process. The bucket is one small file beside the state directories, written temp-then-rename
-under the lock (a fixed temp name: only the lock's holder writes it), so a crash leaves either
-the old fill or the new one. Tokens are taken before any task is renamed into processing/ and
-what the claim did not use is given back after it: a crash in between loses those tokens until
-the bucket refills (at most its capacity's worth of refill time), and never gives one twice.
+The gate is an flock on `flow.json` beside the queue's state directories (and, within a process,
+a thread lock beside it), held across the whole claim of a limited queue: claims then count
+processing/ and take tokens one at a time, and a SIGKILL releases the lock with the process.
+The file holds the bucket as one fixed-size record that the lock's holder rewrites in place
+(files.write_record), so a crash leaves either the old fill or the new one. Tokens are taken
+before any task is renamed into processing/ and what the claim did not use is given back after
+it: a crash in between loses those tokens until the bucket refills (at most its capacity's worth
+of refill time), and never gives one twice. Each process keeps the file open per queue, so a
+claim pays a lock and an unlock, not an open and a close.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import contextlib
 import fcntl
 import math
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import orjson
 
-from . import copies, files, paths
+from . import copies, files
 from .clock import now_ms
+from .dircount import DirCounts
 from .errors import CorruptRecord
 from .paths import QueueDirs
 from .records import State, Task
@@ -35,8 +38,8 @@ HELD_REASONS = (HELD_RATE, HELD_MAX, HELD_KEY)
 # A waiting claim held back by maxProcessing or a key looks again this often: what frees room
 # (a task leaving processing/) is no arrival in pending/, which is all that wakes it
 RECHECK_SECONDS = 0.05
-BUCKET_FILE, BUCKET_TEMP = "flow.json", "flow.json.tmp"
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+BUCKET_FILE = "flow.json"
+RECORD_BYTES = 64  # the bucket's record, padded with spaces: its fill and when
 
 
 class Claimed(list[Task]):
@@ -122,11 +125,11 @@ class Gate:
     """One limited claim's room: how many it may take, which candidates are held by their
     key, and the tokens it took (`hold` is asked of each candidate before its rename)."""
 
-    def __init__(self, qd: QueueDirs, queue_fd: int, settings: QueueSettings, *, now: int,
-                 fsync: bool, max_tasks: int) -> None:  # fmt: skip
-        self._qd, self._fd, self._settings = qd, queue_fd, settings
+    def __init__(self, qd: QueueDirs, flow_fd: int, settings: QueueSettings, *, now: int,
+                 fsync: bool, max_tasks: int, counts: DirCounts) -> None:  # fmt: skip
+        self._qd, self._fd, self._settings = qd, flow_fd, settings
         self._now, self._fsync = now, fsync
-        self.state = read_state(qd, queue_fd, settings, now)
+        self.state = read_state(qd, flow_fd, settings, now, counts)
         self.room, self.held_by, self.retry_after = max_tasks, None, 0.0
         self.reserved = 0
         self.key_held = False
@@ -169,35 +172,61 @@ class Gate:
         return answer(claimed, held_by, retry_after)
 
     def _save(self, tokens: float) -> None:
-        data = orjson.dumps({"tokens": tokens, "at": self.state.bucket_at})
-        files.rewrite_locked(self._fd, BUCKET_TEMP, BUCKET_FILE, data, fsync=self._fsync)
+        data = orjson.dumps({"tokens": round(tokens, 6), "at": self.state.bucket_at})
+        files.write_record(self._fd, data.ljust(RECORD_BYTES), fsync=self._fsync)
 
 
 @contextlib.contextmanager
 def gate(qd: QueueDirs, settings: QueueSettings, *, now: int, live: bool, fsync: bool,
-         max_tasks: int) -> Iterator[Gate]:  # fmt: skip
+         max_tasks: int, counts: DirCounts) -> Iterator[Gate]:  # fmt: skip
     """The queue's claim lock, held while the claim runs; the gate says how far it may go."""
-    fd = _queue_fd(qd)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if live:  # the clock once the lock is held: the bucket fills while a claim waits for it
-            now = now_ms(None)
-        yield Gate(qd, fd, settings, now=now, fsync=fsync, max_tasks=max_tasks)
-    finally:
-        os.close(fd)  # and with it the lock
+    flow = _flow_file(qd)
+    with flow.lock:
+        fcntl.flock(flow.fd, fcntl.LOCK_EX)
+        try:
+            if live:  # the clock once the lock is held: the bucket fills while a claim waits
+                now = now_ms(None)
+            yield Gate(qd, flow.fd, settings, now=now, fsync=fsync, max_tasks=max_tasks,
+                       counts=counts)  # fmt: skip
+        finally:
+            fcntl.flock(flow.fd, fcntl.LOCK_UN)
 
 
-def _queue_fd(qd: QueueDirs) -> int:
-    return os.open("..", _DIR_FLAGS, dir_fd=qd.fd("pending"))
+@dataclass
+class _Flow:
+    """One queue's flow.json, open in this process (the flock is the open file's, shared by
+    the process's threads: the thread lock keeps them apart)."""
+
+    fd: int
+    pid: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def flow_state(qd: QueueDirs, settings: QueueSettings, now: int) -> FlowState:
+_flows: dict[tuple[int, int], _Flow] = {}
+_flows_lock = threading.Lock()
+
+
+def _flow_file(qd: QueueDirs) -> _Flow:
+    """The queue's flow file, opened once per process; again in a forked child (whose copy
+    shares the parent's lock) and after the file was removed (the queue made anew)."""
+    # by the queue directory's identity, not its name: two stores in one process (or a queue
+    # made anew) are other directories
+    pending = os.fstat(qd.fd("pending"))
+    key = (pending.st_dev, pending.st_ino)
+    with _flows_lock:
+        flow = _flows.get(key)
+        if flow is not None and (flow.pid != os.getpid() or os.fstat(flow.fd).st_nlink == 0):
+            os.close(flow.fd)
+            flow = None
+        if flow is None:
+            fd = files.open_record_file(qd.fd("pending"), "../" + BUCKET_FILE)
+            flow = _flows[key] = _Flow(fd=fd, pid=os.getpid())
+        return flow
+
+
+def flow_state(qd: QueueDirs, settings: QueueSettings, now: int, counts: DirCounts) -> FlowState:
     """The queue's flow now, read without the claim lock (a moment's picture)."""
-    fd = _queue_fd(qd)
-    try:
-        return read_state(qd, fd, settings, now)
-    finally:
-        os.close(fd)
+    return read_state(qd, _flow_file(qd).fd, settings, now, counts)
 
 
 # per process, per queue: the concurrency key of each task seen in processing/ (a task's key
@@ -205,8 +234,19 @@ def flow_state(qd: QueueDirs, settings: QueueSettings, now: int) -> FlowState:
 _keys: dict[tuple[str, str], dict[str, str | None]] = {}
 
 
-def read_state(qd: QueueDirs, queue_fd: int, settings: QueueSettings, now: int) -> FlowState:
-    ids = [i for name in os.listdir(qd.fd("processing")) if (i := paths.task_id_of(name))]
+def read_state(
+    qd: QueueDirs, flow_fd: int, settings: QueueSettings, now: int, dirs: DirCounts
+) -> FlowState:
+    """The processing count (and ids) from the process's DirCounts: inotify events are queued
+    by the kernel within the rename that makes them, and a refresh reads all that are queued,
+    so under the claim lock it counts every claim that held the lock before."""
+    ids: set[str] | list[str] = []
+    processing = 0
+    if settings.max_per_key:
+        ids = dirs.ids(qd, "processing")
+        processing = len(ids)
+    elif settings.max_processing:
+        processing = dirs.count(qd, "processing")
     counts: dict[str, int] = {}
     if settings.max_per_key:
         known = _keys.get((qd.host, qd.queue), {})
@@ -222,9 +262,9 @@ def read_state(qd: QueueDirs, queue_fd: int, settings: QueueSettings, now: int) 
         _keys[(qd.host, qd.queue)] = seen
     tokens, bucket_at = None, now
     if settings.rate_count:
-        saved, at = _read_bucket(queue_fd, settings, now)
+        saved, at = _read_bucket(flow_fd, settings, now)
         tokens, bucket_at = refilled(saved, at, now, settings), max(now, at)
-    return FlowState(processing=len(ids), tokens=tokens, capacity=capacity(settings),
+    return FlowState(processing=processing, tokens=tokens, capacity=capacity(settings),
                      key_counts=counts, bucket_at=bucket_at)  # fmt: skip
 
 
@@ -236,15 +276,13 @@ def _key_of(qd: QueueDirs, task_id: str) -> str | None:
     return task.concurrency_key if task is not None else None
 
 
-def _read_bucket(queue_fd: int, settings: QueueSettings, now: int) -> tuple[float, int]:
-    """The bucket's last fill and when; a queue without one yet starts full."""
+def _read_bucket(flow_fd: int, settings: QueueSettings, now: int) -> tuple[float, int]:
+    """The bucket's last fill and when; a queue without one yet (an empty file) starts full."""
     try:
-        saved = orjson.loads(files.read_at(queue_fd, BUCKET_FILE))
+        saved = orjson.loads(os.pread(flow_fd, RECORD_BYTES, 0))
         tokens, at = saved["tokens"], saved["at"]
         if isinstance(tokens, int | float) and isinstance(at, int) and not isinstance(at, bool):
             return float(tokens), at
-    except FileNotFoundError:
-        pass
     except (OSError, ValueError, KeyError, TypeError):
         # not one of ours (written by hand): the bucket starts again, full
         pass

@@ -266,7 +266,7 @@ class QueueStore:
     ) -> FlowState:
         """The queue's flow control now: processing, the bucket's fill, processing per key."""
         with self.core.queue_dirs(host, queue) as qd:
-            return limits.flow_state(qd, settings, now_ms(now))
+            return limits.flow_state(qd, settings, now_ms(now), self.core.dir_counts)
 
     # -- workers ----------------------------------------------------------------------------
 
