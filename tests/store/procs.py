@@ -320,3 +320,12 @@ def rated_claimer(opener: StoreOpener, settings: QueueSettings, seconds: float, 
             break
     store.close()
     out.put((got, errors))
+
+
+def limited_endless_claimer(opener: StoreOpener, settings: QueueSettings, claimed: Any) -> None:
+    """Claim from a limited queue, telling each claimed id, until killed."""
+    store = opener.open()
+    while True:
+        for task in store.wait_claim(HOST, QUEUE, settings=settings, worker="doomed",
+                                     wait_seconds=1, max_tasks=2):  # fmt: skip
+            claimed.put(task.id)

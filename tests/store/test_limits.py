@@ -261,3 +261,42 @@ def test_four_processes_claiming_never_pass_the_rate(h):
     assert len(times) == sum(got for got, _ in reports) > 0
     busiest = max(sum(1 for u in times if t <= u < t + 1000) for t in times)
     assert busiest <= 50 + 5, busiest
+
+
+@pytest.mark.slow
+def test_claimers_killed_while_taking_tokens_never_pass_the_rate_nor_hold_the_lock(h):
+    """Two claimers of a rate-limited queue SIGKILLed again and again, wherever they are: no
+    lock outlives them (a claim after them is answered), and the event log's claims stay
+    within the bucket and its refill."""
+    import datetime as dt
+    import os
+    import signal
+    import time
+
+    rated = replace(procs.LONG, rate_count=20, rate_seconds=1)  # a bucket of two
+    h.store.post_many(HOST, QUEUE, [PostEntry(item={"n": n}) for n in range(100)],
+                      settings=rated, posted_by="a", now=T0)  # fmt: skip
+    ctx = mp.get_context("spawn")
+    claimed = ctx.Queue()
+    for round_ in range(4):
+        kids = [ctx.Process(target=procs.limited_endless_claimer,
+                            args=(h.opener(), rated, claimed)) for _ in range(2)]  # fmt: skip
+        for p in kids:
+            p.start()
+        claimed.get(timeout=60)  # they are claiming
+        time.sleep(0.05 * (round_ + 1))
+        for p in kids:
+            os.kill(p.pid, signal.SIGKILL)
+            p.join(30)
+            assert p.exitcode == -signal.SIGKILL
+    # no lock outlived them: a claim now is answered, from a full enough bucket in time
+    got = h.store.wait_claim(HOST, QUEUE, settings=rated, worker="after", wait_seconds=10)
+    assert len(got) == 1
+    times = sorted(
+        dt.datetime.fromisoformat(line["at"].replace("Z", "+00:00")).timestamp() * 1000
+        for line in h.events()
+        if line["event"] == "claimed"
+    )
+    assert len(times) >= 5  # each round claimed, and the claim after them
+    busiest = max(sum(1 for u in times if t <= u < t + 1000) for t in times)
+    assert busiest <= 20 + 2, busiest
