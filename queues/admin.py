@@ -97,6 +97,7 @@ class QueueForm(forms.ModelForm):
             *("backoff_seconds", "backoff_factor", "backoff_cap_seconds", "retain_seconds"),
             *("retain_from", "max_retain_seconds", "archive_payloads", "max_item_bytes"),
             *("max_pending", "item_schema", "public_post", "store"),
+            *("rate_count", "rate_seconds", "max_processing", "max_per_key"),
         )
 
     sweep_preview: SettingsPreview | None = None
@@ -195,6 +196,16 @@ class QueueAdmin(QueueFields, admin.ModelAdmin):
         (
             "Limits and posting",
             {"fields": ("max_item_bytes", "max_pending", "item_schema", "public_post")},
+        ),
+        (
+            "Flow control",
+            {
+                "description": "Limits on claims, across every worker and server process: a "
+                "rate (claims per seconds), how many tasks run at once, and how many of one "
+                "concurrencyKey (a post's option). Tasks held back stay pending and are not "
+                "failed by waiting; their queue timeout still applies. 0: no limit.",
+                "fields": ("rate_count", "rate_seconds", "max_processing", "max_per_key"),
+            },
         ),
         (
             "Store",

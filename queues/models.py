@@ -137,6 +137,30 @@ class Queue(models.Model):
         default=DEFAULTS.max_pending,
         help_text="0: unbounded. Posting beyond it answers 429 queue_full.",
     )
+    rate_count = models.PositiveIntegerField(
+        "rate limit: claims",
+        default=DEFAULTS.rate_count,
+        validators=[MaxValueValidator(1_000_000)],
+        help_text="At most this many claims per the seconds below, across every worker and "
+        "server process (0: no rate limit). A claim over it waits for a token within its wait, "
+        "or answers 204 with Retry-After and Queue-Limited: rate.",
+    )
+    rate_seconds = models.PositiveIntegerField(
+        "rate limit: per seconds",
+        default=DEFAULTS.rate_seconds,
+        validators=[MinValueValidator(1), MaxValueValidator(86400)],
+    )
+    max_processing = models.PositiveIntegerField(
+        "most tasks processing",
+        default=DEFAULTS.max_processing,
+        help_text="0: unbounded. Tasks in processing at once, across every worker.",
+    )
+    max_per_key = models.PositiveIntegerField(
+        "most processing per key",
+        default=DEFAULTS.max_per_key,
+        help_text="0: unbounded. Tasks posted with one concurrencyKey in processing at once; "
+        "claims take the queue's other tasks past the held ones.",
+    )
     item_schema = models.JSONField(
         null=True,
         blank=True,
@@ -211,6 +235,10 @@ class Queue(models.Model):
             backoff_cap_seconds=self.backoff_cap_seconds,
             max_item_bytes=self.max_item_bytes,
             max_pending=self.max_pending,
+            rate_count=self.rate_count,
+            rate_seconds=self.rate_seconds,
+            max_processing=self.max_processing,
+            max_per_key=self.max_per_key,
             item_schema=self.item_schema,
             public_post=self.public_post,
             paused=self.paused,

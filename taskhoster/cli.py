@@ -106,6 +106,11 @@ def parser() -> argparse.ArgumentParser:
         "(with --from-file, KEY-LINE for each line)",
     )
     post.add_argument(
+        "--key-concurrency",
+        metavar="KEY",
+        help="a concurrency key: at most the queue's maxPerKey tasks with this key run at once",
+    )
+    post.add_argument(
         "--wait",
         action="store_true",
         help="wait for the task to end and print its result (exit 1 if it failed)",
@@ -287,6 +292,7 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
                 idempotency_key=key,
                 after=args.after,
                 on_dependency_failure=args.on_dependency_failure,
+                concurrency_key=args.key_concurrency,
             ),
             repeatable=key is not None,
         )

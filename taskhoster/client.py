@@ -68,16 +68,19 @@ class Client:
         idempotency_key: str | None = None,
         after: builtins.list[str] | None = None,
         on_dependency_failure: str | None = None,
+        concurrency_key: str | None = None,
     ) -> dict[str, Any]:
         """Post a task; answers its status view (the original task on an idempotent replay).
 
         `after`: ids of tasks (an id of this queue, or "queue/id" of another queue of the host)
         that must finish before this one may be claimed; `on_dependency_failure` "fail" (the
-        default) or "cancel" says what a failed one does to it."""
+        default) or "cancel" says what a failed one does to it. `concurrency_key`: at most the
+        queue's maxPerKey tasks with one key run at once."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         query = {"delay": delay, "priority": priority,
                  "after": ",".join(after) if after else None,
-                 "onDependencyFailure": on_dependency_failure}  # fmt: skip
+                 "onDependencyFailure": on_dependency_failure,
+                 "concurrencyKey": concurrency_key}  # fmt: skip
         return self._call("POST", _queue_path(host, queue, "tasks"), query=query, body=item,
                           headers=headers, idempotent=idempotency_key is not None)  # fmt: skip
 
@@ -85,8 +88,8 @@ class Client:
         self, host: str, queue: str, tasks: builtins.list[dict[str, Any]]
     ) -> builtins.list[dict[str, Any]]:
         """Post 1 to 100 tasks in one request; each entry is `{"item": {...}}` with optional
-        `delay`, `priority`, `idempotencyKey`, `after` and `onDependencyFailure`. Answers each
-        task's status view, in order.
+        `delay`, `priority`, `idempotencyKey`, `after`, `onDependencyFailure` and
+        `concurrencyKey`. Answers each task's status view, in order.
 
         All or nothing: a refused entry raises ApiError (its `index` says which entry) and no
         task of the batch was posted. Sent again after a lost answer only when every entry has

@@ -136,6 +136,7 @@ def queue_form(queue, **changes):
         "retain_seconds": 3600, "retain_from": "finished", "max_retain_seconds": 604800,
         "max_attempts": 0, "backoff_seconds": 5, "backoff_factor": 4, "backoff_cap_seconds": 300,
         "max_item_bytes": 65536, "max_pending": 0, "item_schema": "", "store": "files",
+        "rate_count": 0, "rate_seconds": 1, "max_processing": 0, "max_per_key": 0,
         "access-TOTAL_FORMS": 0, "access-INITIAL_FORMS": 0,
     }  # fmt: skip
     return {**form, **changes}

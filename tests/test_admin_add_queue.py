@@ -31,6 +31,7 @@ def test_a_queue_is_still_added_without_the_tick(admin_client, make_queue):
         "max_attempts": 3, "backoff_seconds": 5, "backoff_factor": 4, "backoff_cap_seconds": 300,
         "retain_seconds": 3600, "retain_from": "finished", "max_retain_seconds": 86400,
         "max_item_bytes": 65536, "max_pending": 0, "item_schema": "", "store": "files",
+        "rate_count": 0, "rate_seconds": 1, "max_processing": 0, "max_per_key": 0,
         "access-TOTAL_FORMS": 0, "access-INITIAL_FORMS": 0,
     })  # fmt: skip
     assert response.status_code == 302, response.content.decode()[:2000]

@@ -43,6 +43,17 @@ def test_createqueue_creates_host_and_queue_with_settings():
     assert (queue.max_attempts, queue.max_pending) == (3, 100)
 
 
+def test_createqueue_sets_the_flow_limits():
+    run("createqueue", "task.example.com", "resize", "--rate-limit", "50/1",
+        "--max-processing", "8", "--max-per-key", "1")  # fmt: skip
+    queue = Queue.objects.get()
+    assert (queue.rate_count, queue.rate_seconds) == (50, 1)
+    assert (queue.max_processing, queue.max_per_key) == (8, 1)
+    settings = queue.to_settings()
+    assert (settings.rate_count, settings.max_processing, settings.max_per_key) == (50, 8, 1)
+    assert settings.limited
+
+
 def test_createqueue_updates_only_the_given_settings():
     run("createqueue", "task.example.com", "resize", "--lease-seconds", "30", "--public-post")
     out = run(
@@ -61,6 +72,8 @@ def test_createqueue_updates_only_the_given_settings():
         (["h.example", "Bad/Queue"], "not a queue name"),
         (["h.example", "q", "--queue-seconds", "10", "--lease-seconds", "60"], "outlives"),
         (["h.example", "q", "--max-attempts", "9"], "max_attempts"),
+        (["h.example", "q", "--rate-limit", "50"], "COUNT/SECONDS"),
+        (["h.example", "q", "--rate-limit", "50/0"], "rate_seconds"),
     ],
 )
 def test_createqueue_refuses_bad_input_and_writes_nothing(args, message):

@@ -23,8 +23,11 @@ from queues.store import (
     StoreError,
     Task,
     TaskPage,
+    limits,
     rules,
 )
+from queues.store.clock import now_ms
+from queues.store.records import State
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
@@ -61,6 +64,7 @@ def post(
     after: list[str] | None = None,
     on_dependency_failure: str | None = None,
     context_of: ContextOf | None = None,
+    concurrency_key: str | None = None,
 ) -> PostResult:
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
@@ -80,6 +84,7 @@ def post(
         idempotency_key=idempotency_key,
         after=after,
         on_dependency_failure=on_dependency_failure,
+        concurrency_key=concurrency_key,
     )
 
 
@@ -116,6 +121,16 @@ def read(ctx: QueueContext, task_id: str, *, wait: float = 0, since: int | None 
     if task.status.terminal and task.fetched_at is None and ctx.stamps_fetch(task):
         task = store.fetch(ctx.host, ctx.queue, task_id, current=task)
     return task
+
+
+def held_by(ctx: QueueContext, task: Task) -> str | None:
+    """What holds a pending task back now (the queue's flow limits), or None."""
+    if task.status is not State.PENDING or not ctx.settings.limited:
+        return None
+    store = stores.of(ctx.host, ctx.queue)
+    now = now_ms(None)
+    state = store.flow_state(ctx.host, ctx.queue, settings=ctx.settings, now=now)
+    return limits.held_reason(state, ctx.settings, task, now)
 
 
 def list_tasks(ctx: QueueContext, *, status: str | None, limit: int, offset: int) -> TaskPage:

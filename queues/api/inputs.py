@@ -207,7 +207,7 @@ def entries(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 
 _POST_FIELDS = frozenset({"item", "delay", "priority", "idempotencyKey", "after",
-                          "onDependencyFailure"})  # fmt: skip
+                          "onDependencyFailure", "concurrencyKey"})  # fmt: skip
 
 
 def post_entries(body: dict[str, Any]) -> list[PostEntry]:
@@ -226,6 +226,8 @@ def post_entries(body: dict[str, Any]) -> list[PostEntry]:
                     idempotency_key=_optional_string(entry, "idempotencyKey"),
                     after=_after(entry.get("after")),
                     on_dependency_failure=_optional_string(entry, "onDependencyFailure"),
+                    # any JSON value: the store refuses what is not a concurrency key
+                    concurrency_key=entry.get("concurrencyKey"),
                 )
             )
         except StoreError as exc:

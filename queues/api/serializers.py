@@ -43,6 +43,17 @@ class _ExtensionFields(serializers.Serializer):
         help_text="The W3C trace context of the post that made the task (with OpenTelemetry on "
         "the server): a worker links its span for running the task to it.",
     )
+    concurrencyKey = serializers.CharField(
+        required=False,
+        help_text="The post's concurrency key: at most the queue's maxPerKey tasks with one key "
+        "are in processing at once.",
+    )
+    heldBy = serializers.ChoiceField(
+        choices=["rate", "maxProcessing", "key"],
+        required=False,
+        help_text="A read of a pending, claimable task only: what holds it back now (the "
+        "queue's rate limit, its maxProcessing, or its concurrencyKey's maxPerKey).",
+    )
     requeuedAt = serializers.IntegerField(
         required=False,
         help_text="When a retry (an operator's, or a failure's backoff within the attempt "

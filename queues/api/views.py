@@ -4,6 +4,7 @@ Who may do what is decided in queues.api.context and queues.api.actions; bodies 
 are read by queues.api.inputs; every refusal is rendered by queues.api.errors.
 """
 
+import math
 from typing import Any
 
 from django.urls import reverse
@@ -27,13 +28,14 @@ from queues.api.errors import refusal_body
 from queues.api.schema import ALWAYS, WITH_BODY, errors, path_parameters
 from queues.auth.access import roles_by_queue
 from queues.models import Queue, Role
-from queues.store import STATUSES, Reported, State, StoreError, Task, TaskPage
+from queues.store import STATUSES, Reported, State, StoreError, Task, TaskPage, limits
 
 QUEUE = path_parameters(task=False)
 TASK = path_parameters(task=True)
 # A claim on a paused queue answers 204 like an empty one; this header tells the two apart,
 # so a worker can say "paused" instead of "idle".
 PAUSED_HEADER = "Queue-Paused"
+LIMITED_HEADER = "Queue-Limited"
 # Public-post queues are not listed to anonymous callers: a name handed out is what lets
 # someone post to it, and a list would hand every one of them to anyone who asks.
 ANONYMOUS_ROOT = (
@@ -90,6 +92,13 @@ class TasksView(APIView):
                 ),
             ),
             OpenApiParameter(
+                "concurrencyKey",
+                str,
+                OpenApiParameter.QUERY,
+                description="1..200 printable characters: at most the queue's maxPerKey tasks "
+                "with one key are in processing at once (400 invalid_request otherwise).",
+            ),
+            OpenApiParameter(
                 "Idempotency-Key",
                 str,
                 OpenApiParameter.HEADER,
@@ -121,6 +130,7 @@ class TasksView(APIView):
             after=inputs.after_query(request),
             on_dependency_failure=request.query_params.get("onDependencyFailure"),
             context_of=lambda other: resolve(request, host, other),
+            concurrency_key=request.query_params.get("concurrencyKey"),
         )
         headers = {"Location": reverse("queues:api:task", args=[host, queue, posted.task.id])}
         if posted.replayed:
@@ -196,7 +206,12 @@ class TaskView(APIView):
     def get(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
         wait, since = inputs.wait_query(request)
-        return Response(_status_view(ctx, actions.read(ctx, id, wait=wait, since=since)))
+        task = actions.read(ctx, id, wait=wait, since=since)
+        view = _status_view(ctx, task)
+        held_by = actions.held_by(ctx, task)
+        if held_by is not None:
+            view["heldBy"] = held_by
+        return Response(view)
 
 
 class CancelView(APIView):
@@ -264,7 +279,17 @@ class ClaimView(APIView):
                 int,
                 OpenApiParameter.HEADER,
                 description="Seconds: this server process held too many waiting requests to "
-                "let the claim wait; come back after this long.",
+                "let the claim wait, or (with Queue-Limited: rate) until the rate limit's "
+                "next token; come back after this long.",
+                response=[204],
+            ),
+            OpenApiParameter(
+                LIMITED_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                enum=list(limits.HELD_REASONS),
+                description="What held the claim back: the queue's rate limit, its "
+                "maxProcessing, or every claimable task's concurrencyKey at maxPerKey.",
                 response=[204],
             ),
         ],
@@ -304,6 +329,10 @@ class ClaimView(APIView):
                 headers[PAUSED_HEADER] = "true"
             if crowded:  # a claim that could not wait (too many waiting here): when to return
                 headers["Retry-After"] = str(held_threads.CROWDED_RETRY_AFTER_SECONDS)
+            if isinstance(tasks, limits.Claimed) and tasks.held_by is not None:
+                headers[LIMITED_HEADER] = tasks.held_by
+                if tasks.held_by == limits.HELD_RATE and not crowded:
+                    headers["Retry-After"] = str(max(1, math.ceil(tasks.retry_after)))
             return Response(status=204, headers=headers)
         records = [task.full_view() for task in tasks]
         return Response({"tasks": records} if many else records[0])

@@ -14,6 +14,7 @@ from queues.console import insight, operations
 from queues.console.bulk_form import BulkFormError, BulkRequest
 from queues.console.bulk_steps import next_step
 from queues.console.charts import activity_chart
+from queues.console.flow_panel import flow_panel, flow_settings
 from queues.console.queue_page import queue_page as queue_page_of
 from queues.console.queue_page import settings_glance
 from queues.console.task_detail import task_detail
@@ -58,7 +59,8 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
         # What a search cost is for whoever tunes the store, not for the operator: staff see it
         # with ?debug=1.
         "debug": request.user.is_staff and request.GET.get("debug") == "1",
-        "settings_glance": settings_glance(found),
+        "settings_glance": settings_glance(found) + flow_settings(found),
+        "flow": flow_panel(found, shown.counts, now_ms=now_ms),
         "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
     })  # fmt: skip
 

@@ -29,6 +29,7 @@ class PostEntry:
     # and what a failed one does to it ("fail", the default, or "cancel"): rules.check_after
     after: tuple[str, ...] = ()
     on_dependency_failure: str | None = None
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,10 +7,11 @@ import contextlib
 import functools
 import os
 import time
+from collections.abc import Callable
 
 import orjson
 
-from . import copies, files, paths
+from . import copies, files, limits, paths
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable
@@ -40,6 +41,13 @@ def claim(
     if settings.paused:
         return []
     with core.queue_dirs(host, queue, create=True) as qd:
+        if settings.limited:
+            with limits.gate(qd, settings, now=now, live=live, fsync=core.fsync,
+                             max_tasks=max_tasks, counts=core.dir_counts) as g:  # fmt: skip
+                return g.settle(
+                    _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=g.room,
+                                now=now, live=live, hold=g.hold) if g.room else []
+                )  # fmt: skip
         return _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=max_tasks,
                            now=now, live=live)  # fmt: skip
 
@@ -53,6 +61,7 @@ def _claim_from(
     max_tasks: int,
     now: int,
     live: bool,
+    hold: Callable[[Task], bool] | None = None,
 ) -> list[Task]:
     """Take up to `max_tasks` tasks (each renamed into processing/ under its lock), then write
     their leased records together (core.apply_many: the data fsyncs at once, one fsync of
@@ -69,7 +78,7 @@ def _claim_from(
                 break
             try:
                 outcome = _take_one(qd, task_id, worker=worker, lease_ms=lease_ms, now=now,
-                                    live=live, fsync=core.fsync)  # fmt: skip
+                                    live=live, fsync=core.fsync, hold=hold)  # fmt: skip
             except BaseException:
                 with core.lock:  # the file is still pending (the claim put it back): keep it
                     index.give_back(task_id)
@@ -77,7 +86,7 @@ def _claim_from(
             if isinstance(outcome, tuple):
                 taken.append((task_id, *outcome))
                 continue  # the id stays taken (counted as pending) until its record is written
-            if outcome == "busy":
+            if outcome in ("busy", "held"):  # held by its key: claimed past, a candidate still
                 busy.append(task_id)
                 continue
             with core.lock:
@@ -141,6 +150,7 @@ def _take_one(
     now: int,
     live: bool,
     fsync: bool,
+    hold: Callable[[Task], bool] | None = None,
 ) -> tuple[int, Change] | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
     The winner gets the descriptor that holds the task's lock and the leased record to write;
@@ -171,6 +181,8 @@ def _take_one(
             return "foreign"
         if task.status is not State.PENDING or task.available_at > now or task.waiting_for:
             return "later" if task.status is State.PENDING else "gone"
+        if hold is not None and hold(task):
+            return "held"
         try:
             files.rename_noreplace(pending, name, qd.fd("processing"))
         except FileNotFoundError:
@@ -255,6 +267,7 @@ def wait_claim(
                 due = core.index(qd).next_due()
             if due is not None:  # a delayed task becomes claimable before anything is posted
                 remaining = min(remaining, max(0.001, due / 1000 - time.time()))
+            remaining = min(remaining, limits.recheck_in(tasks))  # a token, or room, comes
             channel.wait(generation, remaining)
 
 

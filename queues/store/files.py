@@ -310,6 +310,25 @@ def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
     commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)
 
 
+def open_record_file(dir_fd: int, name: str) -> int:
+    """Open (making it if new) a small file a lock holder rewrites in place (write_record)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd: int = _call("open", os.open, name, flags, FILE_MODE, dir_fd=dir_fd)
+    return fd
+
+
+def write_record(fd: int, data: bytes, *, fsync: bool) -> None:
+    """Write a fixed-size record over the file's first bytes, for a writer that holds the lock
+    every writer of the file takes: one pwrite of a few bytes, which a killed process makes
+    whole or not at all (a signal is taken on the way out of the call, never midway through its
+    copy), and the file never changes its size."""
+    written = _call("write", os.pwrite, fd, data, 0)
+    if written != len(data):
+        raise StorageUnavailable(f"Wrote {written} of {len(data)} bytes of a record.")
+    if fsync:
+        _call("fsync", os.fsync, fd)
+
+
 def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
     """Give the temp its final name only if that name is free (FileExistsError otherwise).
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from .batch import PostEntry, Report
 from .errors import StoreError
+from .limits import FlowState
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
 from .selecting import Found, OrderKey, Selection, StateCounts
@@ -47,6 +48,7 @@ class TaskStore(Protocol):
         now: int | None = None,
         after: list[str] | None = None,
         on_dependency_failure: str | None = None,
+        concurrency_key: str | None = None,
     ) -> PostResult: ...
 
     def post_many(
@@ -170,6 +172,10 @@ class TaskStore(Protocol):
     ) -> Found: ...
 
     def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts: ...
+
+    def flow_state(
+        self, host: str, queue: str, *, settings: QueueSettings, now: int | None = None
+    ) -> FlowState: ...
 
     # -- workers ----------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from .errors import (
     QueueFull,
     StorageUnavailable,
     out_of_range,
+    shown,
 )
 from .paths import QueueDirs
 from .records import Task
@@ -76,6 +77,24 @@ def check_options(settings: QueueSettings, priority: Any, delay: Any, key: str |
         and " " not in key
     ):
         raise InvalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
+
+
+MAX_CONCURRENCY_KEY = 200  # characters
+
+
+def check_concurrency_key(key: Any) -> None:
+    """A concurrency key is a string of 1 to MAX_CONCURRENCY_KEY printable characters."""
+    if key is None:
+        return
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= MAX_CONCURRENCY_KEY
+        or not key.isprintable()
+    ):
+        raise InvalidRequest(
+            f"concurrencyKey must be a string of 1 to {MAX_CONCURRENCY_KEY} printable "
+            f"characters (got {shown(key)})."
+        )
 
 
 def check_room(pending: int, settings: QueueSettings, adding: int = 1) -> None:

@@ -35,6 +35,7 @@ def post(
     because: Because = NO_REASON,
     after: list[str] | None = None,
     on_dependency_failure: str | None = None,
+    concurrency_key: str | None = None,
 ) -> PostResult:
     now = now_ms(now)
     entry = PostEntry(
@@ -44,6 +45,7 @@ def post(
         idempotency_key=idempotency_key,
         after=tuple(after or ()),
         on_dependency_failure=on_dependency_failure,
+        concurrency_key=concurrency_key,
     )
     task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
                      reposted_from=reposted_from)  # fmt: skip

@@ -150,6 +150,9 @@ _EXT = {
     # The W3C trace context of the post that made the task (trace_context.py): the worker's
     # span for running it links to the producer's.
     "traceparent": "traceparent",
+    # The post's concurrency key: at most the queue's maxPerKey tasks with one key are in
+    # processing at once (limits.py); other tasks are claimed past the held ones.
+    "concurrency_key": "concurrencyKey",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
@@ -206,6 +209,7 @@ class Task:
     released_at: int | None = None
     failed_dependency: str | None = None
     traceparent: str | None = None
+    concurrency_key: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -341,6 +345,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "released_at": (int, type(None)),
     "failed_dependency": (str, type(None)),
     "traceparent": (str, type(None)),
+    "concurrency_key": (str, type(None)),
 }
 
 

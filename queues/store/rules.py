@@ -62,6 +62,7 @@ def new_task(
     posting.check_item(entry.item, settings)
     posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
     after = check_after(queue, entry.after, entry.on_dependency_failure)
+    posting.check_concurrency_key(entry.concurrency_key)
     return Task(
         id=secrets.token_hex(8),
         host=paths.validate_host(host),
@@ -81,6 +82,7 @@ def new_task(
         waiting_for=after,
         on_dependency_failure="cancel" if entry.on_dependency_failure == "cancel" else None,
         traceparent=trace_context.current(),
+        concurrency_key=entry.concurrency_key,
     )
 
 

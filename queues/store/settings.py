@@ -28,6 +28,16 @@ class QueueSettings:
     item_schema: dict[str, Any] | None = None  # a JSON Schema every posted item must satisfy
     public_post: bool = False
     paused: bool = False
+    # flow control on claims (limits.py); 0 = none
+    rate_count: int = 0  # at most this many claims ...
+    rate_seconds: int = 1  # ... per this many seconds, shared by every claiming process
+    max_processing: int = 0  # tasks in processing at once
+    max_per_key: int = 0  # tasks of one concurrencyKey in processing at once
+
+    @property
+    def limited(self) -> bool:
+        """Whether any flow limit applies to this queue's claims."""
+        return bool(self.rate_count or self.max_processing or self.max_per_key)
 
     def attempt_budget(self) -> int:
         """The effective budget: 0 for none, else maxAttempts clamped to 1..8."""

@@ -19,12 +19,23 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from . import claiming, listing, operating, producing, selecting, sweep, sweep_preview, working
+from . import (
+    claiming,
+    limits,
+    listing,
+    operating,
+    producing,
+    selecting,
+    sweep,
+    sweep_preview,
+    working,
+)
 from .batch import PostEntry, Report
 from .clock import now_ms
 from .core import QueueCore
 from .errors import NotFound, StoreError
 from .interface import TaskStore
+from .limits import FlowState
 from .paths import QueueDirs
 from .records import Task
 from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
@@ -85,6 +96,7 @@ class QueueStore:
         now: int | None = None,
         after: list[str] | None = None,
         on_dependency_failure: str | None = None,
+        concurrency_key: str | None = None,
     ) -> PostResult:
         return producing.post(
             self.core,
@@ -99,6 +111,7 @@ class QueueStore:
             now=now,
             after=after,
             on_dependency_failure=on_dependency_failure,
+            concurrency_key=concurrency_key,
         )
 
     def post_many(
@@ -263,6 +276,13 @@ class QueueStore:
 
     def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts:
         return selecting.state_counts(self.core, host, queue, now=now)
+
+    def flow_state(
+        self, host: str, queue: str, *, settings: QueueSettings, now: int | None = None
+    ) -> FlowState:
+        """The queue's flow control now: processing, the bucket's fill, processing per key."""
+        with self.core.queue_dirs(host, queue) as qd:
+            return limits.flow_state(qd, settings, now_ms(now), self.core.dir_counts)
 
     # -- workers ----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ atomic against a concurrent CREATE), so the DDL runs under a transaction-scoped 
   fields that the claims, the sweep and the listings filter and order on; every write sets
   them from the same Task, so they never disagree with it.
 - the events table (`th_events` by default): Task Logs' TaskEvent columns, one row per line.
+- th_flow: a queue's flow control: the row limited claims lock, and the rate limit's bucket.
 - th_payloads: the payload archive, one row per archived file, under the file archive's names.
 """
 
@@ -68,6 +69,15 @@ CREATE INDEX IF NOT EXISTS th_tasks_status_listing
 CREATE UNIQUE INDEX IF NOT EXISTS th_tasks_idempotency
     ON th_tasks (host, queue, posted_by, idempotency_key) NULLS NOT DISTINCT
     WHERE idempotency_key IS NOT NULL;
+-- A queue's flow control (queues/store_pg/limits.py): the row every limited claim locks first,
+-- and the rate limit's bucket (its fill `tokens` at `at`, ms, or NULL: full, never used)
+CREATE TABLE IF NOT EXISTS th_flow (
+    host varchar(253) NOT NULL,
+    queue varchar(64) NOT NULL,
+    tokens double precision,
+    at bigint,
+    PRIMARY KEY (host, queue)
+);
 CREATE TABLE IF NOT EXISTS th_payloads (
     host varchar(253) NOT NULL,
     queue varchar(64) NOT NULL,

@@ -16,6 +16,7 @@ import orjson
 from psycopg import sql
 
 from queues.store import archive, batch, paths, posting, rules
+from queues.store import limits as flow
 from queues.store.batch import PostEntry, Report
 from queues.store.clock import now_ms
 from queues.store.errors import (
@@ -30,6 +31,7 @@ from queues.store.errors import (
 )
 from queues.store.eventlog import NO_REASON, Because
 from queues.store.interface import TaskStore
+from queues.store.limits import FlowState
 from queues.store.records import State, Task
 from queues.store.results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
 from queues.store.rules import Change
@@ -38,7 +40,7 @@ from queues.store.settings import QueueSettings
 from queues.store.sweep import SweepReport
 from queues.store.sweep_preview import SweepPreview
 
-from . import dependencies, feed, preview, reads, rows, schema, sweeping
+from . import dependencies, feed, limits, preview, reads, rows, schema, sweeping
 from .config import PgStoreConfig
 from .following import SETTLE_SECONDS, EventFollower
 from .pool import Pool
@@ -126,6 +128,7 @@ class PostgresStore:
         because: Because = NO_REASON,
         after: list[str] | None = None,
         on_dependency_failure: str | None = None,
+        concurrency_key: str | None = None,
     ) -> PostResult:
         now = now_ms(now)
         entry = PostEntry(
@@ -135,6 +138,7 @@ class PostgresStore:
             idempotency_key=idempotency_key,
             after=tuple(after or ()),
             on_dependency_failure=on_dependency_failure,
+            concurrency_key=concurrency_key,
         )
         task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by,
                               now=now, reposted_from=reposted_from)  # fmt: skip
@@ -560,6 +564,15 @@ class PostgresStore:
             self._queue_exists(conn, host, queue)
             return reads.state_counts(conn, host, queue, now=now)
 
+    def flow_state(
+        self, host: str, queue: str, *, settings: QueueSettings, now: int | None = None
+    ) -> FlowState:
+        """The queue's flow control now: processing, the bucket's fill, processing per key."""
+        now = now_ms(now)
+        with self._pool.connection() as conn:
+            self._queue_exists(conn, host, queue)
+            return limits.state(conn, host, queue, settings, now)
+
     # -- workers ----------------------------------------------------------------------------
 
     def claim(
@@ -585,12 +598,18 @@ class PostgresStore:
             return []
         with self._pool.transaction() as conn:
             self._make_queue(conn, host, queue)
-            found = conn.execute(
-                "SELECT record::text FROM th_tasks"
-                " WHERE host = %s AND queue = %s AND status = 'pending' AND available_at <= %s"
-                " ORDER BY priority DESC, posted_at, seq LIMIT %s FOR UPDATE SKIP LOCKED",
-                (host, queue, now, max_tasks),
-            ).fetchall()
+            gate = None
+            if settings.limited:
+                gate = limits.Gate(conn, host, queue, settings, now=now, live=live,
+                                   max_tasks=max_tasks)  # fmt: skip
+                found = [(record,) for record in gate.candidates()]
+            else:
+                found = conn.execute(
+                    "SELECT record::text FROM th_tasks"
+                    " WHERE host = %s AND queue = %s AND status = 'pending' AND available_at <= %s"
+                    " ORDER BY priority DESC, posted_at, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+                    (host, queue, now, max_tasks),
+                ).fetchall()
             changes = []
             for (record,) in found:
                 task = rows.task_of(record)
@@ -598,7 +617,11 @@ class PostgresStore:
                 new = rules.claimed(task, worker=worker, lease_ms=lease_ms, now=stamp)
                 changes.append(Change("processing", task, new, "claimed"))
             stamp = max([now, *(change.new.updated_at for change in changes)])
-            return self._writer.apply(conn, changes, now=stamp, worker=worker, settings=None)
+            tasks = self._writer.apply(conn, changes, now=stamp, worker=worker, settings=None)
+            if gate is None:
+                return tasks
+            gate.spend(len(tasks))
+            return gate.answer(tasks)
 
     def wait_claim(
         self,
@@ -630,7 +653,8 @@ class PostgresStore:
             remaining = deadline - time.monotonic()
             if tasks or remaining <= 0:
                 return tasks
-            self._waits.wait(key, generation, remaining)
+            # held back: a token comes, or room (no post announces either)
+            self._waits.wait(key, generation, min(remaining, flow.recheck_in(tasks)))
 
     def progress(
         self,

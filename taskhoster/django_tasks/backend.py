@@ -49,6 +49,8 @@ class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
             raise InvalidTaskError(f"TASKS[{alias!r}]['OPTIONS'] needs {', '.join(missing)}")
         self.host: str = options["HOST"]
         self.queue_names: dict[str, str] = dict(options.get("QUEUE_NAMES", {}))
+        # a task's module path -> the keyword argument whose value is its concurrencyKey
+        self.concurrency_keys: dict[str, str] = dict(options.get("CONCURRENCY_KEYS", {}))
         timeout = float(options.get("TIMEOUT", 30))
         self.client = Client(options["URL"], options.get("TOKEN"), timeout=timeout)
         worker_token = options.get("WORKER_TOKEN", options.get("TOKEN"))
@@ -75,12 +77,21 @@ class TaskhosterBackend(BaseTaskBackend):  # type: ignore[misc]
             delay = max(math.ceil((task.run_after - timezone.now()).total_seconds()), 0)
         queue = self.queue_for(task.queue_name)
         try:
-            view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority)
+            view = self.client.post(self.host, queue, item, delay=delay, priority=task.priority,
+                                    concurrency_key=self.concurrency_key(task, kwargs))  # fmt: skip
         except ApiError as exc:
             if exc.status in REFUSED_TASK:  # the task as given, not the server or the token
                 raise InvalidTaskError(f"{task.module_path}: {exc.detail}") from exc
             raise
         return self._result(task, result_id_of(queue, view["id"], task.module_path), view, item)
+
+    def concurrency_key(self, task: Task, kwargs: Any) -> str | None:
+        """The task's concurrencyKey: the value of the keyword argument OPTIONS'
+        CONCURRENCY_KEYS names for its module path, as a string (None: no key)."""
+        name = self.concurrency_keys.get(task.module_path)
+        if name is None or kwargs.get(name) is None:
+            return None
+        return str(kwargs[name])
 
     def get_result(self, result_id: str) -> TaskResult:
         parts = result_id.split(ID_SEPARATOR, 2)

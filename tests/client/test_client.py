@@ -238,3 +238,11 @@ def test_a_pool_of_no_handlers_is_refused():
 
     with pytest.raises(ValueError, match="concurrency must be at least 1"):
         run_worker(Client("http://127.0.0.1:9"), "h.example", "q", "w", dict, concurrency=0)
+
+
+def test_a_concurrency_key_goes_in_the_query(stub):
+    handler, url = stub
+    handler.answers = [(201, {"id": "t"})]
+    Client(url).post("h.example", "q", {"a": 1}, concurrency_key="customer 7")
+    _, path, _, _ = handler.seen[0]
+    assert path == "/api/v1/queues/h.example/q/tasks?concurrencyKey=customer+7"

@@ -37,6 +37,7 @@ BOTH_STORES = frozenset(
         "test_sweep_preview",
         "test_post_order",
         "test_dependencies",
+        "test_limits",
     }
 )
 

@@ -322,3 +322,68 @@ def after_poster(opener: StoreOpener, dep_id: str, n: int, start: Any, out: Any)
     except Exception as exc:  # any error at all fails the test
         errors.append(repr(exc))
     out.put((ids, errors))
+
+
+def limited_worker(opener: StoreOpener, settings: QueueSettings, worker: str, start: Any,
+                   out: Any) -> None:  # fmt: skip
+    """Claim from a limited queue until it stays empty: each task held a moment, then marked
+    by a progress line (still processing) and finished; report how many and any error. The
+    event log's (claimed, progress) spans lie inside each task's time in processing."""
+    store = opener.open()
+    start.wait()
+    done, errors, misses = 0, [], 0
+    while misses < 20:
+        try:
+            tasks = store.wait_claim(HOST, QUEUE, settings=settings, worker=worker,
+                                     wait_seconds=0.2)  # fmt: skip
+            for task in tasks:
+                time.sleep(0.005)
+                store.progress(HOST, QUEUE, task.id, settings=settings, worker=worker,
+                               attempt=task.attempts, progress={"ending": True})  # fmt: skip
+                store.finish(HOST, QUEUE, task.id, settings=settings, worker=worker,
+                             attempt=task.attempts, result={"ok": 1})  # fmt: skip
+                done += 1
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+        misses = 0 if tasks else misses + 1
+    store.close()
+    out.put((worker, done, errors))
+
+
+def crash_in_limited_claim(config: StoreConfig, settings: QueueSettings, now: int, k: int) -> None:
+    """Claim up to two from a limited queue, dying at the claim's k-th disk-changing call
+    (exit 0 if it made fewer)."""
+    import os
+
+    store = QueueStore(config)
+    files.FAULTS.reset()
+    files.FAULTS.exit_at = k
+    store.claim(HOST, QUEUE, settings=settings, worker="doomed", max_tasks=2, now=now)
+    os._exit(0)
+
+
+def rated_claimer(opener: StoreOpener, settings: QueueSettings, seconds: float, start: Any,
+                  out: Any) -> None:  # fmt: skip
+    """Claim one at a time, as fast as the rate limit lets, for `seconds`; report how many."""
+    store = opener.open()
+    start.wait()
+    deadline, got, errors = time.monotonic() + seconds, 0, []
+    while time.monotonic() < deadline:
+        try:
+            got += len(store.wait_claim(HOST, QUEUE, settings=settings, worker="rated",
+                                        wait_seconds=0.5))  # fmt: skip
+        except Exception as exc:  # any error at all fails the test
+            errors.append(repr(exc))
+            break
+    store.close()
+    out.put((got, errors))
+
+
+def limited_endless_claimer(opener: StoreOpener, settings: QueueSettings, claimed: Any) -> None:
+    """Claim from a limited queue, telling each claimed id, until killed."""
+    store = opener.open()
+    while True:
+        for task in store.wait_claim(HOST, QUEUE, settings=settings, worker="doomed",
+                                     wait_seconds=1, max_tasks=2):  # fmt: skip
+            claimed.put(task.id)

@@ -17,11 +17,21 @@ OPTIONS = {
     "archive_payloads": "archive_payloads",
     "max_attempts": "max_attempts",
     "max_pending": "max_pending",
+    "max_processing": "max_processing",
+    "max_per_key": "max_per_key",
     "max_item_bytes": "max_item_bytes",
     "public_post": "public_post",
     "paused": "paused",
     "store": "store",
 }
+
+
+def parse_rate(text: str) -> tuple[int, int]:
+    """`50/1` as (50, 1): COUNT claims per SECONDS; CommandError for anything else."""
+    count, slash, seconds = text.partition("/")
+    if not (slash and count.strip().isdigit() and seconds.strip().isdigit()):
+        raise CommandError(f"--rate-limit must be COUNT/SECONDS, such as 50/1 (got {text!r}).")
+    return int(count), int(seconds)
 
 
 class Command(BaseCommand):
@@ -67,6 +77,26 @@ class Command(BaseCommand):
             f"(new queue: {new.max_pending})",
         )
         parser.add_argument(
+            "--rate-limit",
+            metavar="COUNT/SECONDS",
+            help="at most COUNT claims per SECONDS across every worker, e.g. 50/1; 0/1: none "
+            f"(new queue: {new.rate_count}/{new.rate_seconds})",
+        )
+        parser.add_argument(
+            "--max-processing",
+            type=int,
+            metavar="N",
+            help="most tasks in processing at once; 0: unbounded "
+            f"(new queue: {new.max_processing})",
+        )
+        parser.add_argument(
+            "--max-per-key",
+            type=int,
+            metavar="N",
+            help="most tasks of one concurrencyKey in processing at once; 0: unbounded "
+            f"(new queue: {new.max_per_key})",
+        )
+        parser.add_argument(
             "--max-item-bytes",
             type=int,
             metavar="BYTES",
@@ -102,6 +132,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         fields = {field: options[opt] for opt, field in OPTIONS.items() if options[opt] is not None}
+        if options["rate_limit"] is not None:
+            fields["rate_count"], fields["rate_seconds"] = parse_rate(str(options["rate_limit"]))
         try:
             queue, created = save_queue(str(options["host"]), str(options["queue"]), **fields)
         except ValidationError as exc:
