@@ -40,7 +40,8 @@ def test_every_event_the_store_writes_is_ingested(tmp_path: Path) -> None:
     assert (quarantined.task_id, quarantined.status) == ("9f2c1a0b7d4e6f83", "quarantined")
     # the optional fields are stored, and empty on the lines that do not have them
     by = dict(TaskEvent.objects.exclude(by="").values_list("event", "by"))
-    assert by == {"requeued": "olga", "deleted": "olga", "retried": "olga", "posted": "olga"}
+    assert by == {"requeued": "olga", "deleted": "olga", "retried": "olga", "posted": "olga",
+                  "hastened": "olga"}  # fmt: skip
     edited = TaskEvent.objects.get(edited=True)
     assert (edited.event, edited.archived) == ("retried", "item")
     reposted = TaskEvent.objects.exclude(origin="")
@@ -96,3 +97,16 @@ def drive_every_event(store: QueueStore) -> None:
     store.cancel(HOST, QUEUE, stuck, settings=SETTINGS, now=later + 5 * SECOND)
     store.delete(HOST, QUEUE, stuck, now=later + 6 * SECOND, by="olga")
     store.repost(HOST, QUEUE, done, settings=SETTINGS, now=later + 7 * SECOND, by="olga")
+    # released: a task posted to run after another is let go once that one finished
+    end = later + 8 * SECOND
+    first = store.post(
+        HOST, QUEUE, {"n": 3}, settings=SETTINGS, posted_by="a", priority=10, now=end
+    ).task.id  # priority: claimed before the re-posted task
+    store.post(HOST, QUEUE, {"n": 3}, settings=SETTINGS, posted_by="a", now=end, after=[first])
+    assert claim(end + SECOND) == (first, 1)
+    store.finish(HOST, QUEUE, first, attempt=1, result={"ok": True}, now=end + 2 * SECOND,
+                 **held)  # fmt: skip
+    # hastened: an operator lets a delayed task be claimed now
+    delayed = store.post(HOST, QUEUE, {"n": 4}, settings=SETTINGS, posted_by="a",
+                         delay_seconds=3600, now=end + 3 * SECOND).task  # fmt: skip
+    store.hasten(HOST, QUEUE, delayed.id, settings=SETTINGS, now=end + 4 * SECOND, by="olga")
