@@ -41,6 +41,10 @@ ARRIVALS = IN_MOVED_TO
 _HEADER = struct.Struct("iIII")
 POLL_SECONDS = 0.05  # the fallback's polling interval
 NAMES_HELD = 10_000  # names a subscription holds between drains before it asks for a listing
+# A name's value in a drain: False, gone; True, arrived by its one event since the last drain
+# (the pending index then knows a name this process itself just wrote, without reading it);
+# AGAIN, there after more events than that (another writer may have changed it meanwhile).
+AGAIN = 2
 
 
 def arrivals() -> int:
@@ -220,15 +224,17 @@ class Watcher:
 
 class Subscription:
     """The names changed in one directory since the last drain, each with whether its last
-    event left it there (created, moved in) or took it away (deleted, moved out): a name taken
-    away needs no read to know it is gone (the pending index)."""
+    event left it there (created, moved in: True, or AGAIN after more than that one event) or
+    took it away (deleted, moved out: False): a name taken away needs no read to know it is
+    gone, and one this process wrote that nothing changed since needs none either (the pending
+    index)."""
 
     def __init__(self, source: ChangeLog) -> None:
         self.source = source
         self.pid = os.getpid()
         self.watched = True
         self.wd = -1
-        self.names: dict[str, bool] = {}
+        self.names: dict[str, bool | int] = {}
         self.overflowed = True  # the first drain lists the whole directory
 
     @property
@@ -245,9 +251,12 @@ class Subscription:
         if mask & (IN_Q_OVERFLOW | IN_IGNORED) or len(self.names) >= NAMES_HELD:
             self.overflowed, self.names = True, {}
         elif not self.overflowed:  # events come in order: the last one says where the name is
-            self.names[name] = not mask & (IN_MOVED_FROM | IN_DELETE)
+            if mask & (IN_MOVED_FROM | IN_DELETE):
+                self.names[name] = False
+            else:
+                self.names[name] = AGAIN if name in self.names else True
 
-    def drain(self) -> tuple[bool, dict[str, bool]]:
+    def drain(self) -> tuple[bool, dict[str, bool | int]]:
         """Everything queued in the kernel up to now, then what it says about this directory."""
         with self.source.lock:
             self.source.read_queued()
