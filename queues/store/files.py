@@ -557,8 +557,8 @@ def lock_at(dir_fd: int, name: str, *, block: bool) -> int | None:
     moved it while we waited) or, when not blocking, when another process holds the lock.
     Raises FileNotFoundError when there is no such file.
     """
-    fd = open_read(dir_fd, name)
-    if lock_open(dir_fd, name, fd, block=block):
+    fd, opened = open_regular(dir_fd, name)
+    if lock_open(dir_fd, name, fd, block=block, opened=opened):
         return fd
     os.close(fd)
     return None
@@ -568,29 +568,39 @@ def open_read(dir_fd: int, name: str) -> int:
     """A descriptor to read the regular file at `name`: never through a symlink (ELOOP), and
     never anything else (NotRegularFile), opened without blocking (a FIFO would wait forever
     for a writer)."""
+    return open_regular(dir_fd, name)[0]
+
+
+def open_regular(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
+    """open_read, and the fstat that proved the file regular: the inode it names, which a
+    lock taken on the descriptor later compares without a second fstat (lock_open)."""
     fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
     try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        opened = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not regular:
+    if not stat.S_ISREG(opened.st_mode):
         os.close(fd)
         raise NotRegularFile(name)
-    return fd
+    return fd, opened
 
 
-def lock_open(dir_fd: int, name: str, fd: int, *, block: bool) -> bool:
+def lock_open(
+    dir_fd: int, name: str, fd: int, *, block: bool, opened: os.stat_result | None = None
+) -> bool:
     """Lock `fd`, opened on the file at `name`: whether `name` still names that inode once
     the lock is held (False too when, not blocking, another process holds the lock).
 
     A file's content never changes once it has its name (every write is temp-then-rename), so
     what was read from `fd` before the lock is still the record when this answers True: the
-    caller need not open or read it again. On False the caller closes `fd`."""
+    caller need not open or read it again. On False the caller closes `fd`. `opened`: the
+    descriptor's fstat from its open (open_regular), if the caller has it: a descriptor names
+    one inode for as long as it is open, so it need not be asked again."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
         now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        held = os.fstat(fd)
+        held = os.fstat(fd) if opened is None else opened
         return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev)
     except (BlockingIOError, FileNotFoundError):
         return False  # someone else holds it or moved it: a lost race, the caller skips
