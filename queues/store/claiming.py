@@ -63,7 +63,9 @@ def _claim_from(
     try:
         while len(taken) < max_tasks:
             with core.lock:
-                index = core.index(qd)
+                # refreshed once a claim: what arrives after that is the next claim's, and the
+                # events of this claim's own renames out of pending/ need no reading
+                index = core.index(qd) if index is None else index
                 task_id = index.take(now)
             if task_id is None:
                 break
