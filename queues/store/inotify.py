@@ -39,6 +39,8 @@ APPENDS = IN_MODIFY | IN_MOVED_TO | IN_CREATE  # the event log: lines appended, 
 # and a keyed post's no-replace renames), so names arriving are renames in; see arrivals().
 ARRIVALS = IN_MOVED_TO
 _HEADER = struct.Struct("iIII")
+_READ_SIZE = 1 << 16
+_LARGEST_EVENT = _HEADER.size + 256  # a header and the longest name (NAME_MAX), padded
 POLL_SECONDS = 0.05  # the fallback's polling interval
 NAMES_HELD = 10_000  # names a subscription holds between drains before it asks for a listing
 # A name's value in a drain: False, gone; True, arrived by its one event since the last drain
@@ -315,11 +317,15 @@ class ChangeLog:
         """Dispatch every queued event; call with the lock held."""
         while True:
             try:
-                data = os.read(self.fd, 1 << 16)
+                data = os.read(self.fd, _READ_SIZE)
             except BlockingIOError:
                 return
             for wd, mask, name in self._inotify.events(data):
                 self._dispatch(wd, mask, name)
+            if len(data) <= _READ_SIZE - _LARGEST_EVENT:
+                # a read takes every event queued when it is made, as many as fit: one that
+                # left room for another took them all (a second read would only say EAGAIN)
+                return
 
     def _dispatch(self, wd: int, mask: int, name: str) -> None:
         if mask & IN_Q_OVERFLOW:  # the kernel's queue filled up: every index lists again

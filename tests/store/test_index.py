@@ -149,3 +149,17 @@ def test_another_writer_changing_a_task_this_process_posted_is_read_again(h):
         other.close()
     assert backoff.available_at > T0 + 3
     assert _index_entry(h, task.id)[2] == backoff.available_at  # learned with its backoff
+
+
+def test_a_drain_reads_every_event_queued_past_one_read_buffer(tmp_path):
+    """A read stops at its first that left room for another event; more than a buffer's worth
+    queued (long names, thousands of them) all still arrive."""
+    sub = changes().subscribe(str(tmp_path))
+    assert sub is not None
+    sub.drain()
+    names = [f"{n:04d}-{'x' * 200}.json" for n in range(1500)]  # ~340 kB of events
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    overflowed, drained = sub.drain()
+    assert not overflowed and sorted(drained) == names
+    changes().unsubscribe(sub)
