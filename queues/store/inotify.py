@@ -48,6 +48,19 @@ NAMES_HELD = 10_000  # names a subscription holds between drains before it asks 
 # AGAIN, there after more events than that (another writer may have changed it meanwhile).
 AGAIN = 2
 
+# this process's id, asked once and again in a forked child: each index refresh and waiting
+# read asks whether it is still the process that made its instance, and getpid() is a system
+# call each time
+_pid = os.getpid()
+
+
+def _new_pid_in_child() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_new_pid_in_child)
+
 
 def arrivals() -> int:
     """The events of a task file arriving: renames in, and creates where the file system has no
@@ -113,7 +126,7 @@ class Channel:
     @property
     def listening(self) -> bool:
         """Whether events still arrive (a forked child inherits no reader thread)."""
-        return self.watched and self.pid == os.getpid()
+        return self.watched and self.pid == _pid
 
     def wait(self, generation: int, timeout: float, *, poll: float = POLL_SECONDS) -> None:
         """Block until an event came after `generation` was read, or the timeout; without
@@ -242,7 +255,7 @@ class Subscription:
     @property
     def listening(self) -> bool:
         """Whether events still arrive (a forked child's inherited instance is not its own)."""
-        return self.watched and self.pid == os.getpid()
+        return self.watched and self.pid == _pid
 
     def event(self, mask: int, name: str) -> None:
         if mask & IN_IGNORED:  # the directory is gone: the index lists it from now on
