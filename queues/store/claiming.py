@@ -142,7 +142,7 @@ def _take_one(
     lease_ms: int,
     now: int,
     live: bool,
-    fsync: bool,
+    fsync: files.Durable,
 ) -> tuple[int, Change] | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
     The winner gets the descriptor that holds the task's lock and the leased record to write;
@@ -192,7 +192,7 @@ def _take_one(
             os.close(fd)
 
 
-def _put_back(qd: QueueDirs, old: Task, *, fsync: bool) -> None:
+def _put_back(qd: QueueDirs, old: Task, *, fsync: files.Durable) -> None:
     """A claim failed after its rename (the leased record's write, or its event line): the
     record as it was before the claim goes back over whatever processing/ holds now, then
     back to pending/, claimable again. A rename back alone would have carried a leased

@@ -144,7 +144,7 @@ def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
     raise StorageUnavailable(f"Task {task_id} kept changing; try again.")
 
 
-def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
+def commit(qd: QueueDirs, source: str, new: Task, *, fsync: files.Durable) -> None:
     """Write `new` over the copy in `source`: in place, or moved content first to its directory."""
     target = new.status.directory
     name = paths.task_file(new.id)
@@ -155,7 +155,7 @@ def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
         files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)
 
 
-def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) -> None:
+def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.Durable) -> None:
     """commit() for a batch of (source directory, new record), sharing the flushes.
 
     Content first, as for one task: every new record is written into its directory and

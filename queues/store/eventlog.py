@@ -174,7 +174,7 @@ class EventLog:
     earlier day that arrives after the rollover (a slow thread) opens that day-file for itself.
     A descriptor is closed only once no write is using it, never under one."""
 
-    def __init__(self, logs_dir: Path, *, fsync: bool, spool: Spool | None = None) -> None:
+    def __init__(self, logs_dir: Path, *, fsync: files.Durable, spool: Spool | None = None) -> None:
         self.logs_dir, self.fsync, self.spool = logs_dir, fsync, spool
         self._current: _DayFile | None = None
         self._lock = threading.Lock()

@@ -51,26 +51,36 @@ def use_umask(umask: int) -> None:
     FILE_MODE, DIR_MODE = 0o666 & ~umask, 0o777 & ~umask
 
 
-# How a durable write is flushed (StoreConfig.flush, TASKHOSTER_FLUSH), for the whole process
-# like the umask: "fsync", each file and directory its own fsync; "syncfs", one syncfs() of the
-# file system, shared by a batch and by the concurrent operations of the process (group commit).
-_flush_mode = "fsync"
-_items_dev: int | None = None  # the items' file system: the event log shares its syncfs if on it
+@dataclass(frozen=True)
+class Flush:
+    """How one store's durable writes are flushed (StoreConfig.flush, TASKHOSTER_FLUSH): each
+    store carries its own to its writes as their `fsync` argument, so stores of both modes can
+    live in one process. `syncfs` False: each file and directory its own fsync; True: one
+    syncfs() of the file system, shared by a batch and by the concurrent operations of the
+    process (group commit)."""
+
+    syncfs: bool
+    items_dev: int  # the items' file system: the event log shares its syncfs if it is on it
+
+    def __bool__(self) -> bool:
+        return True  # a Flush is always "flush": False is the store without fsync
 
 
-def use_flush(mode: str, items_fd: int) -> None:
-    """How the store's durable writes are flushed from now on (a store opened with a
-    StoreConfig); `items_fd`: a descriptor on the items' file system."""
-    global _flush_mode, _items_dev
+# What a write is told about flushing: False (none), True (per-file fsync) or a store's Flush.
+Durable = bool | Flush
+
+
+def flush_for(mode: str, items_fd: int) -> Flush:
+    """The Flush of a store whose items root is `items_fd`, for `mode` ("fsync" or "syncfs")."""
     if mode not in FLUSH_MODES:
         raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}, not {mode!r}")
     if mode == "syncfs" and _syncfs is None:
         raise ValueError("flush 'syncfs' needs the C library's syncfs() (Linux)")
-    _flush_mode, _items_dev = mode, os.fstat(items_fd).st_dev
+    return Flush(syncfs=mode == "syncfs", items_dev=os.fstat(items_fd).st_dev)
 
 
-def flush_mode() -> str:
-    return _flush_mode
+def _by_syncfs(fsync: Durable) -> bool:
+    return isinstance(fsync, Flush) and fsync.syncfs
 
 
 @dataclass
@@ -178,7 +188,7 @@ def _new_temp_names_in_child() -> None:
 os.register_at_fork(after_in_child=_new_temp_names_in_child)
 
 
-def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
+def write_temp(dir_fd: int, data: bytes, *, fsync: Durable) -> str:
     """Write `data` to a fresh temp file in the directory; returns its name."""
     name = temp_name()
     fd = _call("open", os.open, name, _OPEN_NEW, FILE_MODE, dir_fd=dir_fd)
@@ -186,7 +196,7 @@ def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
         view = memoryview(data)
         while view:
             view = view[_call("write", os.write, fd, view) :]
-        if fsync and _flush_mode == "syncfs":
+        if fsync and _by_syncfs(fsync):
             flush_file_systems([dir_fd])
         elif fsync:
             _call("fsync", os.fsync, fd)
@@ -224,7 +234,7 @@ def _forget_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
+def write_temps(writes: list[tuple[int, bytes]], *, fsync: Durable) -> list[str]:
     """write_temp for a batch of (directory, data), answering the temp names in order: every
     file is written, then all are fsynced at once (each its own fsync, PARALLEL_FSYNCS at a
     time). On any failure every temp of the batch is removed and the first error raised."""
@@ -237,7 +247,7 @@ def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
             view = memoryview(data)
             while view:
                 view = view[_call("write", os.write, fd, view) :]
-        if fsync and made and _flush_mode == "syncfs":
+        if fsync and made and _by_syncfs(fsync):
             flush_file_systems([dir_fd for dir_fd, _, _ in made])  # one flush for them all
         elif fsync and len(made) > 1:
             syncs = [_fsync_pool().submit(_call, "fsync", os.fsync, fd) for _, _, fd in made]
@@ -263,7 +273,7 @@ def discard(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
 
 
-def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: Durable) -> None:
     """Rename the temp into place (replacing), then make the new name durable."""
     try:
         _call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -271,12 +281,12 @@ def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         discard(dir_fd, temp)
         raise
     if fsync:
-        sync_dir(dir_fd)
+        sync_dir(dir_fd, fsync)
 
 
-def sync_dir(dir_fd: int) -> None:
+def sync_dir(dir_fd: int, fsync: Durable = True) -> None:
     """Make the entries of a directory durable (after the renames and unlinks made in it)."""
-    if _flush_mode == "syncfs":
+    if _by_syncfs(fsync):
         flush_file_systems([dir_fd])
     else:
         _call("fsync_dir", os.fsync, dir_fd)
@@ -287,7 +297,7 @@ class DirSyncs:
     (group commit within one call): the renames of a batch's files come first, then one fsync
     per directory they touched, and only then is anything acknowledged or unlinked."""
 
-    def __init__(self, *, fsync: bool) -> None:
+    def __init__(self, *, fsync: Durable) -> None:
         self.fsync = fsync
         self._owed: dict[int, None] = {}  # ordered: the order the directories were touched
 
@@ -296,21 +306,21 @@ class DirSyncs:
             self._owed[dir_fd] = None
 
     def flush(self) -> None:
-        if self._owed and _flush_mode == "syncfs":
+        if self._owed and _by_syncfs(self.fsync):
             flush_file_systems(list(self._owed))  # one flush covers every directory's entries
             self._owed.clear()
         while self._owed:
             dir_fd = next(iter(self._owed))
-            sync_dir(dir_fd)
+            sync_dir(dir_fd, self.fsync)
             del self._owed[dir_fd]  # only once synced: a failed fsync leaves it owed
 
 
-def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: Durable) -> None:
     """Temp-then-rename, so no reader ever sees a half-written file."""
     commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)
 
 
-def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+def publish_new(dir_fd: int, temp: str, name: str, *, fsync: Durable) -> None:
     """Give the temp its final name only if that name is free (FileExistsError otherwise).
 
     A no-replace rename rather than a link: the name then arrives as a rename, the one event a
@@ -321,7 +331,7 @@ def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         discard(dir_fd, temp)
         raise
     if fsync:
-        sync_dir(dir_fd)
+        sync_dir(dir_fd, fsync)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -410,7 +420,7 @@ def rename_noreplace(src_fd: int, name: str, dst_fd: int, new_name: str | None =
         raise _storage(exc) from exc
 
 
-def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: Durable) -> None:
     """Content first: write the destination durably, then unlink the source.
 
     A crash between the two leaves the task in two directories; the copy with the higher rev
@@ -422,10 +432,10 @@ def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> No
     unlink(src_fd, name, fsync=False)
 
 
-def unlink(dir_fd: int, name: str, *, fsync: bool) -> None:
+def unlink(dir_fd: int, name: str, *, fsync: Durable) -> None:
     _call("unlink", os.unlink, name, dir_fd=dir_fd)
     if fsync:
-        sync_dir(dir_fd)
+        sync_dir(dir_fd, fsync)
 
 
 def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
@@ -433,7 +443,7 @@ def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
     _call("rename", os.rename, name, new_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
 
-def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
+def make_dir(parent_fd: int, name: str, *, fsync: Durable) -> None:
     """Make a directory and, with fsync on, make its entry durable in the parent.
 
     Without the parent's fsync a power cut can take a new queue's directories, and with them a
@@ -443,7 +453,7 @@ def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
     with contextlib.suppress(FileExistsError):  # another process made it first: the same outcome
         _call("mkdir", os.mkdir, name, DIR_MODE, dir_fd=parent_fd)
     if fsync:
-        sync_dir(parent_fd)
+        sync_dir(parent_fd, fsync)
 
 
 def open_append(path: str) -> int:
@@ -452,7 +462,7 @@ def open_append(path: str) -> int:
     return int(_call("open", os.open, path, flags, FILE_MODE))
 
 
-def append(fd: int, data: bytes, *, fsync: bool) -> None:
+def append(fd: int, data: bytes, *, fsync: Durable) -> None:
     """One write on an O_APPEND descriptor, so lines from many processes never interleave.
 
     A write cut short (a full disk takes what fits) keeps the whole lines it wrote: a reader
@@ -467,7 +477,7 @@ def append(fd: int, data: bytes, *, fsync: bool) -> None:
     if written != len(data):
         whole = data.rfind(b"\n", 0, written) + 1
         raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
-    if fsync and _flush_mode == "syncfs" and os.fstat(fd).st_dev == _items_dev:
+    if isinstance(fsync, Flush) and fsync.syncfs and os.fstat(fd).st_dev == fsync.items_dev:
         flush_file_systems([fd])  # the logs share the items' file system, and its flushes
     elif fsync:
         _call("fsync", os.fdatasync, fd)

@@ -12,6 +12,7 @@ from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
 from .eventlog import NO_REASON, Because
+from .files import Durable
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
 from .records import Task
@@ -116,7 +117,7 @@ def post_many(
     ]
 
 
-def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> int:
+def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: Durable) -> int:
     """How many of a batch's entries replay a key already used (they need no room); a key
     used with another item refuses the batch, naming the entry."""
     replays = 0
