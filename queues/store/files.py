@@ -355,9 +355,10 @@ _flushers: dict[int, GroupFlush] = {}
 _flushers_lock = threading.Lock()
 
 
-def flusher(fd: int) -> GroupFlush:
-    """The shared flushes of the file system `fd` is on."""
-    dev = os.fstat(fd).st_dev
+def flusher(fd: int, dev: int | None = None) -> GroupFlush:
+    """The shared flushes of the file system `fd` is on (`dev`, when the caller knows it)."""
+    if dev is None:
+        dev = os.fstat(fd).st_dev
     found = _flushers.get(dev)
     if found is None:
         with _flushers_lock:
@@ -372,10 +373,10 @@ def flush_file_systems(fds: list[int]) -> None:
     """Make everything written so far on the file systems of `fds` durable: one shared syncfs
     each (a StorageUnavailable if it failed: nothing it covered may be acknowledged)."""
     devices: dict[int, int] = {}
-    for fd in fds:
+    for fd in dict.fromkeys(fds):  # a batch's files share a few directories: one fstat each
         devices.setdefault(os.fstat(fd).st_dev, fd)
-    for fd in devices.values():
-        flusher(fd).wait()
+    for dev, fd in devices.items():
+        flusher(fd, dev).wait()
 
 
 def _forget_flushers_in_child() -> None:
@@ -478,7 +479,9 @@ def append(fd: int, data: bytes, *, fsync: Durable) -> None:
         whole = data.rfind(b"\n", 0, written) + 1
         raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
     if isinstance(fsync, Flush) and fsync.syncfs and os.fstat(fd).st_dev == fsync.items_dev:
-        flush_file_systems([fd])  # the logs share the items' file system, and its flushes
+        flusher(
+            fd, fsync.items_dev
+        ).wait()  # the logs share the items' file system, and its flushes
     elif fsync:
         _call("fsync", os.fdatasync, fd)
 
