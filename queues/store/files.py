@@ -369,12 +369,29 @@ def flusher(fd: int, dev: int | None = None) -> GroupFlush:
     return found
 
 
+# the file system of each directory a QueueDirs holds open, noted when it opens them and
+# forgotten before it closes them (a closed number may name another file next): a flush of
+# its writes then needs no fstat to know which file system to flush
+_devices: dict[int, int] = {}
+
+
+def note_device(fd: int) -> None:
+    """Remember the file system of `fd`, a directory held open until forget_device."""
+    _devices[fd] = os.fstat(fd).st_dev
+
+
+def forget_device(fd: int) -> None:
+    """`fd` is about to be closed: its number may name another file after."""
+    _devices.pop(fd, None)
+
+
 def flush_file_systems(fds: list[int]) -> None:
     """Make everything written so far on the file systems of `fds` durable: one shared syncfs
     each (a StorageUnavailable if it failed: nothing it covered may be acknowledged)."""
     devices: dict[int, int] = {}
     for fd in dict.fromkeys(fds):  # a batch's files share a few directories: one fstat each
-        devices.setdefault(os.fstat(fd).st_dev, fd)
+        dev = _devices.get(fd)
+        devices.setdefault(os.fstat(fd).st_dev if dev is None else dev, fd)
     for dev, fd in devices.items():
         flusher(fd, dev).wait()
 

@@ -96,6 +96,7 @@ class QueueDirs:
             opened.append(queue_fd)
             for name in QUEUE_DIRS:
                 self.fds[name] = open_dir(queue_fd, name, create=True, fsync=fsync)
+                files.note_device(self.fds[name])
         except FileNotFoundError as exc:
             self.close()
             raise NotFound() from exc
@@ -119,6 +120,7 @@ class QueueDirs:
 
     def close(self) -> None:
         for fd in self.fds.values():
+            files.forget_device(fd)
             os.close(fd)
         self.fds = {}
 
