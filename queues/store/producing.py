@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -134,7 +133,7 @@ def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: Durable) -> int:
 def _numbered(qd: QueueDirs, tasks: list[Task], now: int) -> list[Task]:
     """The tasks with their post sequence numbers, in the order given (sequence.py)."""
     first = sequence.draw(qd, len(tasks), posted_at=now)
-    return [dataclasses.replace(task, seq=first + n) for n, task in enumerate(tasks)]
+    return [task.numbered(first + n) for n, task in enumerate(tasks)]
 
 
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:

@@ -58,7 +58,7 @@ def new_task(
     """A checked entry as the pending record it becomes (nothing written yet)."""
     posting.check_item(entry.item, settings)
     posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
-    return Task(
+    return Task.of(
         id=new_task_id(),
         host=paths.validate_host(host),
         queue=paths.validate_queue(queue),
