@@ -115,10 +115,13 @@ class _DayFile:
     """The open descriptor of the newest day-file, and how many writes are using it.
     `torn`: the file ends in a fragment (a short write, this process's or a dead one's)."""
 
-    __slots__ = ("day", "fd", "retired", "torn", "users")
+    __slots__ = ("day", "dev", "fd", "retired", "torn", "users")
 
     def __init__(self, day: dt.date, fd: int, *, torn: bool) -> None:
         self.day, self.fd, self.users, self.retired, self.torn = day, fd, 0, False, torn
+        # its file system, asked once: a syncfs store's every append asks whether it is the
+        # items' (files.append)
+        self.dev = os.fstat(fd).st_dev
 
 
 def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
@@ -303,7 +306,7 @@ class EventLog:
         with self._day_fd(day) as day_file:
             prefix = b"\n" if day_file.torn else b""
             try:
-                files.append(day_file.fd, prefix + data, fsync=self.fsync)
+                files.append(day_file.fd, prefix + data, fsync=self.fsync, dev=day_file.dev)
             except files.TornWrite as exc:
                 ends_a_line = exc.cut_back and (exc.whole > 0 or not day_file.torn)
                 day_file.torn = not ends_a_line

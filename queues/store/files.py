@@ -480,7 +480,7 @@ def open_append(path: str) -> int:
     return int(_call("open", os.open, path, flags, FILE_MODE))
 
 
-def append(fd: int, data: bytes, *, fsync: Durable) -> None:
+def append(fd: int, data: bytes, *, fsync: Durable, dev: int | None = None) -> None:
     """One write on an O_APPEND descriptor, so lines from many processes never interleave.
 
     A write cut short (a full disk takes what fits) keeps the whole lines it wrote: a reader
@@ -495,12 +495,17 @@ def append(fd: int, data: bytes, *, fsync: Durable) -> None:
     if written != len(data):
         whole = data.rfind(b"\n", 0, written) + 1
         raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
-    if isinstance(fsync, Flush) and fsync.syncfs and os.fstat(fd).st_dev == fsync.items_dev:
+    if isinstance(fsync, Flush) and fsync.syncfs and _device(fd, dev) == fsync.items_dev:
         flusher(
             fd, fsync.items_dev
         ).wait()  # the logs share the items' file system, and its flushes
     elif fsync:
         _call("fsync", os.fdatasync, fd)
+
+
+def _device(fd: int, dev: int | None) -> int:
+    """The file system of `fd`: `dev` when its caller knows it (held since `fd` opened)."""
+    return os.fstat(fd).st_dev if dev is None else dev
 
 
 class TornWrite(StorageUnavailable):
