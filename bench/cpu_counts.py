@@ -44,8 +44,9 @@ def workload(root: str, shape: str, tasks: int) -> None:
     size, fsync, flush = SHAPES[shape]
     settings = QueueSettings(queue_seconds=10 * 86400, lease_seconds=3600)
     store = QueueStore(
-        StoreConfig(items_dir=Path(root) / "items", logs_dir=Path(root) / "logs", fsync=fsync,
-                    flush=flush)  # fmt: skip
+        StoreConfig(
+            items_dir=Path(root) / "items", logs_dir=Path(root) / "logs", fsync=fsync, flush=flush
+        )
     )
     store.create_queue(HOST, QUEUE)
     done = 0
@@ -128,7 +129,8 @@ def main() -> None:
                 for name in high_counts
             }
             detail = ", ".join(
-                f"{name} {n:.2f}" for name, n in sorted(per.items(), key=lambda kv: -kv[1])
+                f"{name} {n:.2f}"
+                for name, n in sorted(per.items(), key=lambda kv: -kv[1])
                 if n >= 0.005
             )
         if not args.no_callgrind:

@@ -266,7 +266,7 @@ def test_two_stores_of_one_process_each_keep_their_own_flush_mode(
                 logs_dir=tmp_path / mode / "l",
                 fsync=True,
                 flush=mode,
-            )  # fmt: skip
+            )
         )
         stores[mode].create_queue(HOST, QUEUE)
     try:
