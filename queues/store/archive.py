@@ -61,7 +61,7 @@ class PayloadArchive:
     for their later attempts, and an item.json that is still the posted item after an edit;
     older ones still, one result.json and one error.json, overwritten by each attempt."""
 
-    def __init__(self, logs_dir: Path, *, fsync: bool) -> None:
+    def __init__(self, logs_dir: Path, *, fsync: files.Durable) -> None:
         self.logs_dir, self.fsync = logs_dir, fsync
 
     def _dir_fd(self, host: str, queue: str, task_id: str) -> int:

@@ -72,7 +72,9 @@ def _claim_from(
     try:
         while len(taken) < max_tasks:
             with core.lock:
-                index = core.index(qd)
+                # refreshed once a claim: what arrives after that is the next claim's, and the
+                # events of this claim's own renames out of pending/ need no reading
+                index = core.index(qd) if index is None else index
                 task_id = index.take(now)
             if task_id is None:
                 break
@@ -149,7 +151,7 @@ def _take_one(
     lease_ms: int,
     now: int,
     live: bool,
-    fsync: bool,
+    fsync: files.Durable,
     hold: Callable[[Task], bool] | None = None,
 ) -> tuple[int, Change] | str:
     """The claim is an atomic rename that never replaces: exactly one racing claimer wins.
@@ -202,7 +204,7 @@ def _take_one(
             os.close(fd)
 
 
-def _put_back(qd: QueueDirs, old: Task, *, fsync: bool) -> None:
+def _put_back(qd: QueueDirs, old: Task, *, fsync: files.Durable) -> None:
     """A claim failed after its rename (the leased record's write, or its event line): the
     record as it was before the claim goes back over whatever processing/ holds now, then
     back to pending/, claimable again. A rename back alone would have carried a leased

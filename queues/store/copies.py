@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -28,6 +28,8 @@ class Copy:
     directory: str
     task: Task
     raw: bytes = b""  # the bytes it was parsed from, so a re-read under the lock can skip parsing
+    # the fstat of the descriptor it was read from, which its lock compares (files.lock_open)
+    opened: os.stat_result | None = field(default=None, compare=False, repr=False)
 
 
 def parse(data: bytes) -> Task:
@@ -62,14 +64,14 @@ def _open_copy(qd: QueueDirs, directory: str, task_id: str) -> tuple[int, Copy] 
     """The record in one directory and the open descriptor it was read from (the caller
     closes it); None when absent. Raises CorruptRecord (symlinks too)."""
     try:
-        fd = files.open_read(qd.fd(directory), paths.task_file(task_id))
+        fd, opened = files.open_regular(qd.fd(directory), paths.task_file(task_id))
     except FileNotFoundError:
         return None
     except OSError as exc:  # ELOOP: a symlink planted in the store is never followed
         raise CorruptRecord(f"Task file {task_id} cannot be read: {exc.strerror}.") from exc
     try:
         data = files.read_fd(fd)
-        return fd, Copy(directory, parse(data), data)
+        return fd, Copy(directory, parse(data), data, opened)
     except OSError as exc:
         os.close(fd)
         raise CorruptRecord(f"Task file {task_id} cannot be read: {exc.strerror}.") from exc
@@ -133,7 +135,7 @@ def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
         for other, _ in losers:
             os.close(other)
         try:
-            if not files.lock_open(qd.fd(best.directory), name, fd, block=True):
+            if not files.lock_open(qd.fd(best.directory), name, fd, block=True, opened=best.opened):
                 continue  # moved or rewritten between the read and the lock: look again
             yield best
             return
@@ -142,7 +144,7 @@ def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
     raise StorageUnavailable(f"Task {task_id} kept changing; try again.")
 
 
-def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
+def commit(qd: QueueDirs, source: str, new: Task, *, fsync: files.Durable) -> None:
     """Write `new` over the copy in `source`: in place, or moved content first to its directory."""
     target = new.status.directory
     name = paths.task_file(new.id)
@@ -153,7 +155,7 @@ def commit(qd: QueueDirs, source: str, new: Task, *, fsync: bool) -> None:
         files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)
 
 
-def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: bool) -> None:
+def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.Durable) -> None:
     """commit() for a batch of (source directory, new record), sharing the flushes.
 
     Content first, as for one task: every new record is written into its directory and

@@ -38,13 +38,18 @@ from .spool import Spool
 class QueueCore:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
-        self.fsync = config.fsync
         files.use_umask(config.umask)  # before anything of the store is created
-        spool = Spool(config.items_dir, fsync=config.fsync)  # on the items disk, not the logs'
-        self.log = EventLog(config.logs_dir, fsync=config.fsync, spool=spool)
-        self.archive = PayloadArchive(config.logs_dir, fsync=config.fsync)
         self.root_fd = paths.open_root(config.items_dir)
-        files.use_flush(config.flush, self.root_fd)
+        try:
+            flush = files.flush_for(config.flush, self.root_fd)
+        except BaseException:
+            os.close(self.root_fd)
+            raise
+        # this store's own way to flush, carried to each of its writes: False, or its Flush
+        self.fsync: files.Durable = flush if config.fsync else False
+        spool = Spool(config.items_dir, fsync=self.fsync)  # on the items disk, not the logs'
+        self.log = EventLog(config.logs_dir, fsync=self.fsync, spool=spool)
+        self.archive = PayloadArchive(config.logs_dir, fsync=self.fsync)
         self.lock = threading.RLock()  # guards the open queues and indexes, never a disk write
         # a queue's listing index and its directory counts are used only while the queue is
         # held, and go when it closes
@@ -53,7 +58,7 @@ class QueueCore:
         self._queues = OpenQueues(
             self.root_fd,
             limit=config.open_queues,
-            fsync=config.fsync,
+            fsync=self.fsync,
             lock=self.lock,
             on_close=self._closed,
         )

@@ -39,7 +39,7 @@ from .records import State, Task
 class QueueCore(Protocol):
     """What of core.QueueCore this module uses (core.py calls it: no import back)."""
 
-    fsync: bool
+    fsync: files.Durable
 
     def queue_dirs(
         self, host: str, queue: str, *, create: bool = False

@@ -119,10 +119,13 @@ class _DayFile:
     """The open descriptor of the newest day-file, and how many writes are using it.
     `torn`: the file ends in a fragment (a short write, this process's or a dead one's)."""
 
-    __slots__ = ("day", "fd", "retired", "torn", "users")
+    __slots__ = ("day", "dev", "fd", "retired", "torn", "users")
 
     def __init__(self, day: dt.date, fd: int, *, torn: bool) -> None:
         self.day, self.fd, self.users, self.retired, self.torn = day, fd, 0, False, torn
+        # its file system, asked once: a syncfs store's every append asks whether it is the
+        # items' (files.append)
+        self.dev = os.fstat(fd).st_dev
 
 
 def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
@@ -178,7 +181,7 @@ class EventLog:
     earlier day that arrives after the rollover (a slow thread) opens that day-file for itself.
     A descriptor is closed only once no write is using it, never under one."""
 
-    def __init__(self, logs_dir: Path, *, fsync: bool, spool: Spool | None = None) -> None:
+    def __init__(self, logs_dir: Path, *, fsync: files.Durable, spool: Spool | None = None) -> None:
         self.logs_dir, self.fsync, self.spool = logs_dir, fsync, spool
         self._current: _DayFile | None = None
         self._lock = threading.Lock()
@@ -307,7 +310,7 @@ class EventLog:
         with self._day_fd(day) as day_file:
             prefix = b"\n" if day_file.torn else b""
             try:
-                files.append(day_file.fd, prefix + data, fsync=self.fsync)
+                files.append(day_file.fd, prefix + data, fsync=self.fsync, dev=day_file.dev)
             except files.TornWrite as exc:
                 ends_a_line = exc.cut_back and (exc.whole > 0 or not day_file.torn)
                 day_file.torn = not ends_a_line

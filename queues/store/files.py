@@ -51,26 +51,36 @@ def use_umask(umask: int) -> None:
     FILE_MODE, DIR_MODE = 0o666 & ~umask, 0o777 & ~umask
 
 
-# How a durable write is flushed (StoreConfig.flush, TASKHOSTER_FLUSH), for the whole process
-# like the umask: "fsync", each file and directory its own fsync; "syncfs", one syncfs() of the
-# file system, shared by a batch and by the concurrent operations of the process (group commit).
-_flush_mode = "fsync"
-_items_dev: int | None = None  # the items' file system: the event log shares its syncfs if on it
+@dataclass(frozen=True)
+class Flush:
+    """How one store's durable writes are flushed (StoreConfig.flush, TASKHOSTER_FLUSH): each
+    store carries its own to its writes as their `fsync` argument, so stores of both modes can
+    live in one process. `syncfs` False: each file and directory its own fsync; True: one
+    syncfs() of the file system, shared by a batch and by the concurrent operations of the
+    process (group commit)."""
+
+    syncfs: bool
+    items_dev: int  # the items' file system: the event log shares its syncfs if it is on it
+
+    def __bool__(self) -> bool:
+        return True  # a Flush is always "flush": False is the store without fsync
 
 
-def use_flush(mode: str, items_fd: int) -> None:
-    """How the store's durable writes are flushed from now on (a store opened with a
-    StoreConfig); `items_fd`: a descriptor on the items' file system."""
-    global _flush_mode, _items_dev
+# What a write is told about flushing: False (none), True (per-file fsync) or a store's Flush.
+Durable = bool | Flush
+
+
+def flush_for(mode: str, items_fd: int) -> Flush:
+    """The Flush of a store whose items root is `items_fd`, for `mode` ("fsync" or "syncfs")."""
     if mode not in FLUSH_MODES:
         raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}, not {mode!r}")
     if mode == "syncfs" and _syncfs is None:
         raise ValueError("flush 'syncfs' needs the C library's syncfs() (Linux)")
-    _flush_mode, _items_dev = mode, os.fstat(items_fd).st_dev
+    return Flush(syncfs=mode == "syncfs", items_dev=os.fstat(items_fd).st_dev)
 
 
-def flush_mode() -> str:
-    return _flush_mode
+def _by_syncfs(fsync: Durable) -> bool:
+    return isinstance(fsync, Flush) and fsync.syncfs
 
 
 @dataclass
@@ -178,7 +188,7 @@ def _new_temp_names_in_child() -> None:
 os.register_at_fork(after_in_child=_new_temp_names_in_child)
 
 
-def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
+def write_temp(dir_fd: int, data: bytes, *, fsync: Durable) -> str:
     """Write `data` to a fresh temp file in the directory; returns its name."""
     name = temp_name()
     fd = _call("open", os.open, name, _OPEN_NEW, FILE_MODE, dir_fd=dir_fd)
@@ -186,7 +196,7 @@ def write_temp(dir_fd: int, data: bytes, *, fsync: bool) -> str:
         view = memoryview(data)
         while view:
             view = view[_call("write", os.write, fd, view) :]
-        if fsync and _flush_mode == "syncfs":
+        if fsync and _by_syncfs(fsync):
             flush_file_systems([dir_fd])
         elif fsync:
             _call("fsync", os.fsync, fd)
@@ -224,7 +234,7 @@ def _forget_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
+def write_temps(writes: list[tuple[int, bytes]], *, fsync: Durable) -> list[str]:
     """write_temp for a batch of (directory, data), answering the temp names in order: every
     file is written, then all are fsynced at once (each its own fsync, PARALLEL_FSYNCS at a
     time). On any failure every temp of the batch is removed and the first error raised."""
@@ -237,7 +247,7 @@ def write_temps(writes: list[tuple[int, bytes]], *, fsync: bool) -> list[str]:
             view = memoryview(data)
             while view:
                 view = view[_call("write", os.write, fd, view) :]
-        if fsync and made and _flush_mode == "syncfs":
+        if fsync and made and _by_syncfs(fsync):
             flush_file_systems([dir_fd for dir_fd, _, _ in made])  # one flush for them all
         elif fsync and len(made) > 1:
             syncs = [_fsync_pool().submit(_call, "fsync", os.fsync, fd) for _, _, fd in made]
@@ -263,7 +273,7 @@ def discard(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
 
 
-def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: Durable) -> None:
     """Rename the temp into place (replacing), then make the new name durable."""
     try:
         _call("rename", os.rename, temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -271,12 +281,12 @@ def commit_temp(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         discard(dir_fd, temp)
         raise
     if fsync:
-        sync_dir(dir_fd)
+        sync_dir(dir_fd, fsync)
 
 
-def sync_dir(dir_fd: int) -> None:
+def sync_dir(dir_fd: int, fsync: Durable = True) -> None:
     """Make the entries of a directory durable (after the renames and unlinks made in it)."""
-    if _flush_mode == "syncfs":
+    if _by_syncfs(fsync):
         flush_file_systems([dir_fd])
     else:
         _call("fsync_dir", os.fsync, dir_fd)
@@ -287,7 +297,7 @@ class DirSyncs:
     (group commit within one call): the renames of a batch's files come first, then one fsync
     per directory they touched, and only then is anything acknowledged or unlinked."""
 
-    def __init__(self, *, fsync: bool) -> None:
+    def __init__(self, *, fsync: Durable) -> None:
         self.fsync = fsync
         self._owed: dict[int, None] = {}  # ordered: the order the directories were touched
 
@@ -296,16 +306,16 @@ class DirSyncs:
             self._owed[dir_fd] = None
 
     def flush(self) -> None:
-        if self._owed and _flush_mode == "syncfs":
+        if self._owed and _by_syncfs(self.fsync):
             flush_file_systems(list(self._owed))  # one flush covers every directory's entries
             self._owed.clear()
         while self._owed:
             dir_fd = next(iter(self._owed))
-            sync_dir(dir_fd)
+            sync_dir(dir_fd, self.fsync)
             del self._owed[dir_fd]  # only once synced: a failed fsync leaves it owed
 
 
-def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: Durable) -> None:
     """Temp-then-rename, so no reader ever sees a half-written file."""
     commit_temp(dir_fd, write_temp(dir_fd, data, fsync=fsync), name, fsync=fsync)
 
@@ -317,7 +327,7 @@ def open_record_file(dir_fd: int, name: str) -> int:
     return fd
 
 
-def write_record(fd: int, data: bytes, *, fsync: bool) -> None:
+def write_record(fd: int, data: bytes, *, fsync: Durable) -> None:
     """Write a fixed-size record over the file's first bytes, for a writer that holds the lock
     every writer of the file takes: one pwrite of a few bytes, which a killed process makes
     whole or not at all (a signal is taken on the way out of the call, never midway through its
@@ -329,7 +339,7 @@ def write_record(fd: int, data: bytes, *, fsync: bool) -> None:
         _call("fsync", os.fsync, fd)
 
 
-def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
+def publish_new(dir_fd: int, temp: str, name: str, *, fsync: Durable) -> None:
     """Give the temp its final name only if that name is free (FileExistsError otherwise).
 
     A no-replace rename rather than a link: the name then arrives as a rename, the one event a
@@ -340,7 +350,7 @@ def publish_new(dir_fd: int, temp: str, name: str, *, fsync: bool) -> None:
         discard(dir_fd, temp)
         raise
     if fsync:
-        sync_dir(dir_fd)
+        sync_dir(dir_fd, fsync)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -364,9 +374,10 @@ _flushers: dict[int, GroupFlush] = {}
 _flushers_lock = threading.Lock()
 
 
-def flusher(fd: int) -> GroupFlush:
-    """The shared flushes of the file system `fd` is on."""
-    dev = os.fstat(fd).st_dev
+def flusher(fd: int, dev: int | None = None) -> GroupFlush:
+    """The shared flushes of the file system `fd` is on (`dev`, when the caller knows it)."""
+    if dev is None:
+        dev = os.fstat(fd).st_dev
     found = _flushers.get(dev)
     if found is None:
         with _flushers_lock:
@@ -377,14 +388,31 @@ def flusher(fd: int) -> GroupFlush:
     return found
 
 
+# the file system of each directory a QueueDirs holds open, noted when it opens them and
+# forgotten before it closes them (a closed number may name another file next): a flush of
+# its writes then needs no fstat to know which file system to flush
+_devices: dict[int, int] = {}
+
+
+def note_device(fd: int) -> None:
+    """Remember the file system of `fd`, a directory held open until forget_device."""
+    _devices[fd] = os.fstat(fd).st_dev
+
+
+def forget_device(fd: int) -> None:
+    """`fd` is about to be closed: its number may name another file after."""
+    _devices.pop(fd, None)
+
+
 def flush_file_systems(fds: list[int]) -> None:
     """Make everything written so far on the file systems of `fds` durable: one shared syncfs
     each (a StorageUnavailable if it failed: nothing it covered may be acknowledged)."""
     devices: dict[int, int] = {}
-    for fd in fds:
-        devices.setdefault(os.fstat(fd).st_dev, fd)
-    for fd in devices.values():
-        flusher(fd).wait()
+    for fd in dict.fromkeys(fds):  # a batch's files share a few directories: one fstat each
+        dev = _devices.get(fd)
+        devices.setdefault(os.fstat(fd).st_dev if dev is None else dev, fd)
+    for dev, fd in devices.items():
+        flusher(fd, dev).wait()
 
 
 def _forget_flushers_in_child() -> None:
@@ -429,7 +457,7 @@ def rename_noreplace(src_fd: int, name: str, dst_fd: int, new_name: str | None =
         raise _storage(exc) from exc
 
 
-def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: Durable) -> None:
     """Content first: write the destination durably, then unlink the source.
 
     A crash between the two leaves the task in two directories; the copy with the higher rev
@@ -441,10 +469,10 @@ def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: bool) -> No
     unlink(src_fd, name, fsync=False)
 
 
-def unlink(dir_fd: int, name: str, *, fsync: bool) -> None:
+def unlink(dir_fd: int, name: str, *, fsync: Durable) -> None:
     _call("unlink", os.unlink, name, dir_fd=dir_fd)
     if fsync:
-        sync_dir(dir_fd)
+        sync_dir(dir_fd, fsync)
 
 
 def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
@@ -452,7 +480,7 @@ def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
     _call("rename", os.rename, name, new_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
 
-def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
+def make_dir(parent_fd: int, name: str, *, fsync: Durable) -> None:
     """Make a directory and, with fsync on, make its entry durable in the parent.
 
     Without the parent's fsync a power cut can take a new queue's directories, and with them a
@@ -462,7 +490,7 @@ def make_dir(parent_fd: int, name: str, *, fsync: bool) -> None:
     with contextlib.suppress(FileExistsError):  # another process made it first: the same outcome
         _call("mkdir", os.mkdir, name, DIR_MODE, dir_fd=parent_fd)
     if fsync:
-        sync_dir(parent_fd)
+        sync_dir(parent_fd, fsync)
 
 
 def open_append(path: str) -> int:
@@ -471,7 +499,7 @@ def open_append(path: str) -> int:
     return int(_call("open", os.open, path, flags, FILE_MODE))
 
 
-def append(fd: int, data: bytes, *, fsync: bool) -> None:
+def append(fd: int, data: bytes, *, fsync: Durable, dev: int | None = None) -> None:
     """One write on an O_APPEND descriptor, so lines from many processes never interleave.
 
     A write cut short (a full disk takes what fits) keeps the whole lines it wrote: a reader
@@ -486,10 +514,17 @@ def append(fd: int, data: bytes, *, fsync: bool) -> None:
     if written != len(data):
         whole = data.rfind(b"\n", 0, written) + 1
         raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
-    if fsync and _flush_mode == "syncfs" and os.fstat(fd).st_dev == _items_dev:
-        flush_file_systems([fd])  # the logs share the items' file system, and its flushes
+    if isinstance(fsync, Flush) and fsync.syncfs and _device(fd, dev) == fsync.items_dev:
+        flusher(
+            fd, fsync.items_dev
+        ).wait()  # the logs share the items' file system, and its flushes
     elif fsync:
         _call("fsync", os.fdatasync, fd)
+
+
+def _device(fd: int, dev: int | None) -> int:
+    """The file system of `fd`: `dev` when its caller knows it (held since `fd` opened)."""
+    return os.fstat(fd).st_dev if dev is None else dev
 
 
 class TornWrite(StorageUnavailable):
@@ -576,8 +611,8 @@ def lock_at(dir_fd: int, name: str, *, block: bool) -> int | None:
     moved it while we waited) or, when not blocking, when another process holds the lock.
     Raises FileNotFoundError when there is no such file.
     """
-    fd = open_read(dir_fd, name)
-    if lock_open(dir_fd, name, fd, block=block):
+    fd, opened = open_regular(dir_fd, name)
+    if lock_open(dir_fd, name, fd, block=block, opened=opened):
         return fd
     os.close(fd)
     return None
@@ -587,35 +622,45 @@ def open_read(dir_fd: int, name: str) -> int:
     """A descriptor to read the regular file at `name`: never through a symlink (ELOOP), and
     never anything else (NotRegularFile), opened without blocking (a FIFO would wait forever
     for a writer)."""
+    return open_regular(dir_fd, name)[0]
+
+
+def open_regular(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
+    """open_read, and the fstat that proved the file regular: the inode it names, which a
+    lock taken on the descriptor later compares without a second fstat (lock_open)."""
     fd = os.open(name, _OPEN_READ, dir_fd=dir_fd)
     try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        opened = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not regular:
+    if not stat.S_ISREG(opened.st_mode):
         os.close(fd)
         raise NotRegularFile(name)
-    return fd
+    return fd, opened
 
 
-def lock_open(dir_fd: int, name: str, fd: int, *, block: bool) -> bool:
+def lock_open(
+    dir_fd: int, name: str, fd: int, *, block: bool, opened: os.stat_result | None = None
+) -> bool:
     """Lock `fd`, opened on the file at `name`: whether `name` still names that inode once
     the lock is held (False too when, not blocking, another process holds the lock).
 
     A file's content never changes once it has its name (every write is temp-then-rename), so
     what was read from `fd` before the lock is still the record when this answers True: the
-    caller need not open or read it again. On False the caller closes `fd`."""
+    caller need not open or read it again. On False the caller closes `fd`. `opened`: the
+    descriptor's fstat from its open (open_regular), if the caller has it: a descriptor names
+    one inode for as long as it is open, so it need not be asked again."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
         now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        held = os.fstat(fd)
+        held = os.fstat(fd) if opened is None else opened
         return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev)
     except (BlockingIOError, FileNotFoundError):
         return False  # someone else holds it or moved it: a lost race, the caller skips
 
 
-def append_line_at(dir_fd: int, name: str, line: bytes, *, fsync: bool) -> None:
+def append_line_at(dir_fd: int, name: str, line: bytes, *, fsync: Durable) -> None:
     """Append one line to a file of lines below `dir_fd`, made if missing (a task's waiters:
     queues.store.dependencies). The line starts on a fresh line, so a fragment a crash left
     at the end is never glued to it; readers pass over what is not a whole line."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from . import files, paths
+from . import files, inotify, paths
 from .errors import CorruptRecord
 from .inotify import ChangeLog, Subscription
 from .records import State, Task, parse_record
@@ -35,6 +35,9 @@ class PendingIndex:
         # pending ids waiting for other tasks (dependencies.py): never candidates; the inode
         # seen by the last listing (0: not listed yet), so a listing re-reads only a rewrite
         self._waiting: dict[str, int] = {}
+        # ids this process wrote into pending/ since the last drain, with the key it noted: a
+        # name whose one event since then is that write is known without reading it again
+        self._own: dict[str, Key] = {}
         self._sub: Subscription | None = changes.subscribe(proc_path)
         self._mtime = -1
         # A name could not be read (out of descriptors, say): list the directory again at the
@@ -47,11 +50,18 @@ class PendingIndex:
         mtime may not move for a change made in the same clock tick as the last look."""
         if self._sub is not None and self._sub.listening:
             overflowed, names = self._sub.drain()
+            own, self._own = self._own, {}
             if not overflowed and not self._stale:
                 for name, present in names.items():
                     task_id = paths.task_id_of(name)
                     if task_id is None:
                         continue
+                    if (
+                        present is True
+                        and task_id in own
+                        and self.entries.get(task_id) == own[task_id]
+                    ):
+                        continue  # our own write, and no other event since: add() has its key
                     if present:
                         self.learn(task_id)
                     elif (task_id in self.entries or task_id in self._waiting) and not self._exists(
@@ -68,6 +78,7 @@ class PendingIndex:
             if mtime == self._mtime and not self._stale and not exact:
                 return
             self._mtime = mtime
+        self._own = {}  # the listing below reads only names the index does not hold
         self._rescan()
 
     def _rescan(self) -> None:
@@ -118,10 +129,18 @@ class PendingIndex:
         return True
 
     def add(self, task: Task) -> None:
+        """A task this process has just written into pending/ (its rename is done, so its
+        event is queued already: the next drain finds it and need not read the file). A task
+        waiting for others is set aside, never a candidate, and its next event is read."""
         if task.waiting_for:
             self._wait(task.id)
-        else:
-            self._put(task.id, _key(vars(task)))
+            return
+        key = _key(vars(task))
+        self._put(task.id, key)
+        if self._sub is not None:
+            if len(self._own) >= inotify.NAMES_HELD:  # never drained (no claim here): forget
+                self._own = {}
+            self._own[task.id] = key
 
     def _wait(self, task_id: str) -> None:
         self.entries.pop(task_id, None)

@@ -39,8 +39,27 @@ APPENDS = IN_MODIFY | IN_MOVED_TO | IN_CREATE  # the event log: lines appended, 
 # and a keyed post's no-replace renames), so names arriving are renames in; see arrivals().
 ARRIVALS = IN_MOVED_TO
 _HEADER = struct.Struct("iIII")
+_READ_SIZE = 1 << 16
+_LARGEST_EVENT = _HEADER.size + 256  # a header and the longest name (NAME_MAX), padded
 POLL_SECONDS = 0.05  # the fallback's polling interval
 NAMES_HELD = 10_000  # names a subscription holds between drains before it asks for a listing
+# A name's value in a drain: False, gone; True, arrived by its one event since the last drain
+# (the pending index then knows a name this process itself just wrote, without reading it);
+# AGAIN, there after more events than that (another writer may have changed it meanwhile).
+AGAIN = 2
+
+# this process's id, asked once and again in a forked child: each index refresh and waiting
+# read asks whether it is still the process that made its instance, and getpid() is a system
+# call each time
+_pid = os.getpid()
+
+
+def _new_pid_in_child() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_new_pid_in_child)
 
 
 def arrivals() -> int:
@@ -107,7 +126,7 @@ class Channel:
     @property
     def listening(self) -> bool:
         """Whether events still arrive (a forked child inherits no reader thread)."""
-        return self.watched and self.pid == os.getpid()
+        return self.watched and self.pid == _pid
 
     def wait(self, generation: int, timeout: float, *, poll: float = POLL_SECONDS) -> None:
         """Block until an event came after `generation` was read, or the timeout; without
@@ -220,21 +239,23 @@ class Watcher:
 
 class Subscription:
     """The names changed in one directory since the last drain, each with whether its last
-    event left it there (created, moved in) or took it away (deleted, moved out): a name taken
-    away needs no read to know it is gone (the pending index)."""
+    event left it there (created, moved in: True, or AGAIN after more than that one event) or
+    took it away (deleted, moved out: False): a name taken away needs no read to know it is
+    gone, and one this process wrote that nothing changed since needs none either (the pending
+    index)."""
 
     def __init__(self, source: ChangeLog) -> None:
         self.source = source
         self.pid = os.getpid()
         self.watched = True
         self.wd = -1
-        self.names: dict[str, bool] = {}
+        self.names: dict[str, bool | int] = {}
         self.overflowed = True  # the first drain lists the whole directory
 
     @property
     def listening(self) -> bool:
         """Whether events still arrive (a forked child's inherited instance is not its own)."""
-        return self.watched and self.pid == os.getpid()
+        return self.watched and self.pid == _pid
 
     def event(self, mask: int, name: str) -> None:
         if mask & IN_IGNORED:  # the directory is gone: the index lists it from now on
@@ -245,9 +266,12 @@ class Subscription:
         if mask & (IN_Q_OVERFLOW | IN_IGNORED) or len(self.names) >= NAMES_HELD:
             self.overflowed, self.names = True, {}
         elif not self.overflowed:  # events come in order: the last one says where the name is
-            self.names[name] = not mask & (IN_MOVED_FROM | IN_DELETE)
+            if mask & (IN_MOVED_FROM | IN_DELETE):
+                self.names[name] = False
+            else:
+                self.names[name] = AGAIN if name in self.names else True
 
-    def drain(self) -> tuple[bool, dict[str, bool]]:
+    def drain(self) -> tuple[bool, dict[str, bool | int]]:
         """Everything queued in the kernel up to now, then what it says about this directory."""
         with self.source.lock:
             self.source.read_queued()
@@ -306,11 +330,15 @@ class ChangeLog:
         """Dispatch every queued event; call with the lock held."""
         while True:
             try:
-                data = os.read(self.fd, 1 << 16)
+                data = os.read(self.fd, _READ_SIZE)
             except BlockingIOError:
                 return
             for wd, mask, name in self._inotify.events(data):
                 self._dispatch(wd, mask, name)
+            if len(data) <= _READ_SIZE - _LARGEST_EVENT:
+                # a read takes every event queued when it is made, as many as fit: one that
+                # left room for another took them all (a second read would only say EAGAIN)
+                return
 
     def _dispatch(self, wd: int, mask: int, name: str) -> None:
         if mask & IN_Q_OVERFLOW:  # the kernel's queue filled up: every index lists again

@@ -126,7 +126,7 @@ class Gate:
     key, and the tokens it took (`hold` is asked of each candidate before its rename)."""
 
     def __init__(self, qd: QueueDirs, flow_fd: int, settings: QueueSettings, *, now: int,
-                 fsync: bool, max_tasks: int, counts: DirCounts) -> None:  # fmt: skip
+                 fsync: files.Durable, max_tasks: int, counts: DirCounts) -> None:  # fmt: skip
         self._qd, self._fd, self._settings = qd, flow_fd, settings
         self._now, self._fsync = now, fsync
         self.state = read_state(qd, flow_fd, settings, now, counts)
@@ -177,7 +177,7 @@ class Gate:
 
 
 @contextlib.contextmanager
-def gate(qd: QueueDirs, settings: QueueSettings, *, now: int, live: bool, fsync: bool,
+def gate(qd: QueueDirs, settings: QueueSettings, *, now: int, live: bool, fsync: files.Durable,
          max_tasks: int, counts: DirCounts) -> Iterator[Gate]:  # fmt: skip
     """The queue's claim lock, held while the claim runs; the gate says how far it may go."""
     flow = _flow_file(qd)

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from . import paths
+from .files import Durable
 from .index import PendingIndex
 from .inotify import changes
 from .paths import QueueDirs
@@ -37,7 +38,7 @@ class OpenQueues:
         root_fd: int,
         *,
         limit: int,
-        fsync: bool,
+        fsync: Durable,
         lock: AbstractContextManager[Any],
         on_close: Callable[[str, str], None] = lambda host, queue: None,
     ) -> None:

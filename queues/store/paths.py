@@ -67,7 +67,7 @@ def key_file(posted_by: str | None, key: str) -> str:
     return hashlib.sha256(f"{owner}\0{key}".encode()).hexdigest()[:32] + ".json"
 
 
-def open_dir(parent_fd: int, name: str, *, create: bool, fsync: bool = True) -> int:
+def open_dir(parent_fd: int, name: str, *, create: bool, fsync: files.Durable = True) -> int:
     """Open a directory below `parent_fd` without following a symlink."""
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
@@ -86,7 +86,7 @@ class QueueDirs:
     rather than hand out a number that may now name something else."""
 
     def __init__(self, root_fd: int, host: str, queue: str, *, create: bool,
-                 fsync: bool = True) -> None:  # fmt: skip
+                 fsync: files.Durable = True) -> None:  # fmt: skip
         self.host, self.queue = validate_host(host), validate_queue(queue)
         self.fds: dict[str, int] = {}
         self.users = 0
@@ -98,6 +98,7 @@ class QueueDirs:
             opened.append(queue_fd)
             for name in QUEUE_DIRS:
                 self.fds[name] = open_dir(queue_fd, name, create=True, fsync=fsync)
+                files.note_device(self.fds[name])
         except FileNotFoundError as exc:
             self.close()
             raise NotFound() from exc
@@ -121,6 +122,7 @@ class QueueDirs:
 
     def close(self) -> None:
         for fd in self.fds.values():
+            files.forget_device(fd)
             os.close(fd)
         self.fds = {}
 

@@ -123,7 +123,7 @@ def item_hash(item: Any) -> str:
     return hashlib.sha256(orjson.dumps(item, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def settle_key(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
+def settle_key(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> Task | None:
     """Make the post's Idempotency-Key this task's, or return the task the key's first post
     made (None: the key is this task's now, and write_task comes next).
 
@@ -152,7 +152,7 @@ def settle_key(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
     raise StorageUnavailable("The idempotency key kept changing; try again.")
 
 
-def replay_of(qd: QueueDirs, task: Task, *, fsync: bool) -> Task | None:
+def replay_of(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> Task | None:
     """The task a keyed post's Idempotency-Key already made, or None (a new key): looked up
     before a capped post counts its room, since a replay adds nothing to the queue.
     IdempotencyKeyReused if the key was used with another item."""
@@ -176,7 +176,9 @@ def check_keys(qd: QueueDirs, keyed: list[tuple[int, Task]]) -> None:
             raise IdempotencyKeyReused().at(index)
 
 
-def settle_keys(qd: QueueDirs, keyed: list[tuple[int, Task]], *, fsync: bool) -> dict[str, Task]:
+def settle_keys(
+    qd: QueueDirs, keyed: list[tuple[int, Task]], *, fsync: files.Durable
+) -> dict[str, Task]:
     """settle_key for each keyed task of a batch (with its index), sharing the flushes: every
     key file is written and fsynced (all at once), then published, then the keys directory is
     synced once, before any task is written. Returns the prior task of each replayed one, by
@@ -227,7 +229,7 @@ def settle_keys(qd: QueueDirs, keyed: list[tuple[int, Task]], *, fsync: bool) ->
     return priors
 
 
-def write_tasks(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> None:
+def write_tasks(qd: QueueDirs, tasks: list[Task], *, fsync: files.Durable) -> None:
     """write_task for a batch: every file written and fsynced (files.write_temps: all at once),
     then each renamed into pending/, then one fsync of pending/ for them all (the
     acknowledgement comes after it)."""
@@ -252,7 +254,7 @@ def write_tasks(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> None:
     syncs.flush()
 
 
-def write_task(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
+def write_task(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> None:
     """Write a new pending task durably (a keyed one after settle_key made the key its own)."""
     data = orjson.dumps(task.to_record())
     if task.idempotency_key is None:
@@ -261,7 +263,7 @@ def write_task(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
         _write_once(qd, task.id, data, fsync=fsync)
 
 
-def withdraw_task(qd: QueueDirs, task: Task, *, fsync: bool) -> bool:
+def withdraw_task(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> bool:
     """Take a task just written into pending/ back out (its post is answered 503): renamed to
     a temp name first, atomically, so that a claim either took it before (the rename finds
     nothing: False, the post happened and is acknowledged) or never will. Its key goes next;
@@ -282,7 +284,7 @@ def withdraw_task(qd: QueueDirs, task: Task, *, fsync: bool) -> bool:
     return True
 
 
-def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: bool) -> None:
+def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: files.Durable) -> None:
     pending = qd.fd("pending")
     temp = files.write_temp(pending, data, fsync=fsync)
     # FileExistsError: a replaying poster completed it from the key first, with the same record
@@ -290,7 +292,7 @@ def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: bool) -> Non
         files.publish_new(pending, temp, paths.task_file(task_id), fsync=fsync)
 
 
-def _replay(qd: QueueDirs, key_name: str, task: Task, *, fsync: bool) -> Task | None:
+def _replay(qd: QueueDirs, key_name: str, task: Task, *, fsync: files.Durable) -> Task | None:
     """The task of the key's first post, or None if the key is gone (its task was cleaned)."""
     try:
         key = orjson.loads(files.read_at(qd.fd(paths.KEYS_DIR), key_name))
@@ -306,7 +308,7 @@ def _replay(qd: QueueDirs, key_name: str, task: Task, *, fsync: bool) -> Task | 
         return copies.winner(qd, first.id).task
 
 
-def remove_key(qd: QueueDirs, task: Task, *, fsync: bool) -> None:
+def remove_key(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> None:
     """Drop a cleaned task's key, if it is still this task's."""
     if task.idempotency_key is None:
         return

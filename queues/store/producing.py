@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -12,6 +11,7 @@ from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
 from .eventlog import NO_REASON, Because
+from .files import Durable
 from .inotify import arrivals, watcher
 from .paths import QueueDirs
 from .records import Task
@@ -133,7 +133,7 @@ def post_many(
     ]
 
 
-def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> int:
+def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: Durable) -> int:
     """How many of a batch's entries replay a key already used (they need no room); a key
     used with another item refuses the batch, naming the entry."""
     replays = 0
@@ -150,7 +150,7 @@ def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: bool) -> int:
 def _numbered(qd: QueueDirs, tasks: list[Task], now: int) -> list[Task]:
     """The tasks with their post sequence numbers, in the order given (sequence.py)."""
     first = sequence.draw(qd, len(tasks), posted_at=now)
-    return [dataclasses.replace(task, seq=first + n) for n, task in enumerate(tasks)]
+    return [task.numbered(first + n) for n, task in enumerate(tasks)]
 
 
 def read(core: QueueCore, host: str, queue: str, task_id: str) -> Task:

@@ -221,6 +221,19 @@ class Task:
             raise TypeError(f"Task has no fields {sorted(set(changes) - _FIELDS)}")
         return _made({**self.__dict__, **changes, "rev": self.rev + 1})
 
+    @classmethod
+    def of(cls, **values: Any) -> Task:
+        """Task(**values) without the frozen __init__'s object.__setattr__ per field (every
+        post makes one); the fields left out take their defaults."""
+        if not _FIELDS.issuperset(values) or not _REQUIRED_FIELDS.issubset(values):
+            return cls(**values)  # the constructor's own TypeError names the field
+        return _made({**_DEFAULTS, **values})
+
+    def numbered(self, seq: int) -> Task:
+        """A copy with its post sequence number (sequence.py): still the same revision, since
+        a new task is numbered before its first write."""
+        return _made({**self.__dict__, "seq": seq})
+
     def to_record(self) -> dict[str, Any]:
         values = self.__dict__
         out = {name: values[attr] for attr, name in _SPEC_PAIRS}
@@ -283,6 +296,9 @@ class Task:
 
 
 _FIELDS = frozenset(field.name for field in dataclasses.fields(Task))
+_REQUIRED_FIELDS = frozenset(
+    field.name for field in dataclasses.fields(Task) if field.default is dataclasses.MISSING
+)
 # the value of every field that has one, for a record that leaves the field out
 _DEFAULTS = {
     field.name: field.default

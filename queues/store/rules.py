@@ -6,7 +6,6 @@ store only reads the record under its own lock and writes what these return.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from .errors import (
     out_of_range,
 )
 from .eventlog import NO_REASON, Because
+from .ids import new_task_id
 from .records import Lease, State, Task
 from .results import Reported
 from .settings import QueueSettings
@@ -63,8 +63,8 @@ def new_task(
     posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
     after = check_after(queue, entry.after, entry.on_dependency_failure)
     posting.check_concurrency_key(entry.concurrency_key)
-    return Task(
-        id=secrets.token_hex(8),
+    return Task.of(
+        id=new_task_id(),
         host=paths.validate_host(host),
         queue=paths.validate_queue(queue),
         status=State.PENDING,

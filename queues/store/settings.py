@@ -66,7 +66,7 @@ def parse_umask(text: str) -> int:
     return umask
 
 
-# how durable writes are flushed (files.use_flush): per file and directory, or one syncfs() of
+# how durable writes are flushed (files.Flush): per file and directory, or one syncfs() of
 # the file system per batch and per round of concurrent operations
 FLUSH_MODES = ("fsync", "syncfs")
 # the server's default (TASKHOSTER_FLUSH): the faster on the bench (bench/RESULTS.md). A
@@ -81,8 +81,8 @@ class StoreConfig:
     items_dir: Path
     logs_dir: Path
     fsync: bool = True
-    # with fsync on, how: "fsync" or "syncfs" (the server's TASKHOSTER_FLUSH). Process-wide,
-    # like the umask (files.use_flush): the store opened last sets it for the process
+    # with fsync on, how: "fsync" or "syncfs" (the server's TASKHOSTER_FLUSH), this store's own
+    # (files.Flush: two stores of one process may each have their own)
     flush: str = "fsync"
     log_retain_days: int = 21
     # queues whose directories a process keeps open (five descriptors each) when nobody is

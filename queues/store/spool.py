@@ -34,7 +34,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Spool:
-    def __init__(self, items_dir: Path, *, fsync: bool) -> None:
+    def __init__(self, items_dir: Path, *, fsync: files.Durable) -> None:
         self.items_dir, self.fsync = items_dir, fsync
         self._count = itertools.count()
 

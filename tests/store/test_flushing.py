@@ -249,3 +249,37 @@ def test_logs_on_another_file_system_get_their_own_fdatasync(tmp_path: Path) -> 
 def test_an_unknown_flush_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="flush must be one of"):
         QueueStore(StoreConfig(items_dir=tmp_path / "i", logs_dir=tmp_path / "l", flush="sync"))
+
+
+@pytest.mark.parametrize("last", ["fsync", "syncfs"])
+def test_two_stores_of_one_process_each_keep_their_own_flush_mode(
+    tmp_path: Path, last: str
+) -> None:
+    """The mode is each store's own: opening a second store with the other mode (the one
+    opened last, either way round) changes nothing of how the first one flushes."""
+    first_mode = "syncfs" if last == "fsync" else "fsync"
+    stores = {}
+    for mode in (first_mode, last):
+        stores[mode] = QueueStore(
+            StoreConfig(
+                items_dir=tmp_path / mode / "i",
+                logs_dir=tmp_path / mode / "l",
+                fsync=True,
+                flush=mode,
+            )
+        )
+        stores[mode].create_queue(HOST, QUEUE)
+    try:
+        for mode, store in stores.items():
+            files.FAULTS.reset()
+            files.FAULTS.record = True
+            store.post(HOST, QUEUE, {"n": 1}, settings=procs.LONG, posted_by="a")
+            kinds = files.FAULTS.kinds
+            if mode == "syncfs":
+                assert kinds.count("syncfs") == 3 and "fsync" not in kinds, kinds
+            else:
+                assert "syncfs" not in kinds and "fsync_dir" in kinds, kinds
+    finally:
+        files.FAULTS.reset()
+        for store in stores.values():
+            store.close()

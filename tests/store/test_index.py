@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from queues.store import QueueStore, inotify
+from queues.store.index import PendingIndex
 from queues.store.inotify import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, changes
 
 from .conftest import HOST, QUEUE, SETTINGS, T0
@@ -21,14 +23,14 @@ def test_a_name_is_where_its_last_event_left_it(tmp_path):
         ("a.json", IN_MOVED_TO),
         ("a.json", IN_MOVED_FROM),  # claimed: gone, and no read is needed to know it
         ("b.json", IN_MOVED_FROM),
-        ("b.json", IN_MOVED_TO),  # claimed, then requeued: back
+        ("b.json", IN_MOVED_TO),  # claimed, then requeued: back, after more than one event
         ("c.json", IN_CREATE),
         ("d.json", IN_DELETE),
     ]
     with w.lock:
         for name, mask in events:
             w._dispatch(wd, mask, name)
-    present = {"a.json": False, "b.json": True, "c.json": True, "d.json": False}
+    present = {"a.json": False, "b.json": inotify.AGAIN, "c.json": True, "d.json": False}
     assert sub.drain() == (False, present)
 
 
@@ -111,3 +113,53 @@ def test_a_late_moved_out_event_does_not_drop_a_task_this_process_put_back(h):
     with w.lock:
         w._dispatch(wd, IN_MOVED_FROM, f"{task.id}.json")
     assert h.claim(now=T0 + 4).id == task.id
+
+
+def _index_entry(h: Any, task_id: str) -> Any:
+    with h.store.queue_dirs(HOST, QUEUE) as qd, h.store.core.lock:
+        return h.store.core.index(qd).entries.get(task_id)
+
+
+def test_a_task_this_process_posted_reaches_its_index_without_a_read(h, monkeypatch):
+    assert h.claim(now=T0) is None  # the index exists, so the post below notes itself in it
+    learned: list[str] = []
+    original = PendingIndex.learn
+    monkeypatch.setattr(
+        PendingIndex,
+        "learn",
+        lambda self, task_id: (learned.append(task_id), original(self, task_id)),
+    )
+    task = h.post(now=T0 + 1)
+    assert h.claim(now=T0 + 2).id == task.id
+    assert learned == []  # its one event since the post was the post's own rename
+
+
+def test_another_writer_changing_a_task_this_process_posted_is_read_again(h):
+    """Our post, then another process's claim and fail with retry, all before this process
+    drains its events: the name's last event is an arrival, but not our own post's alone."""
+    assert h.claim(now=T0) is None
+    task = h.post(now=T0 + 1)
+    other = QueueStore(h.config)
+    try:
+        other.claim(HOST, QUEUE, settings=SETTINGS, worker="w2", now=T0 + 2)
+        backoff = other.fail(
+            HOST, QUEUE, task.id, settings=SETTINGS, worker="w2", attempt=1, retry=True, now=T0 + 3
+        ).task
+    finally:
+        other.close()
+    assert backoff.available_at > T0 + 3
+    assert _index_entry(h, task.id)[2] == backoff.available_at  # learned with its backoff
+
+
+def test_a_drain_reads_every_event_queued_past_one_read_buffer(tmp_path):
+    """A read stops at its first that left room for another event; more than a buffer's worth
+    queued (long names, thousands of them) all still arrive."""
+    sub = changes().subscribe(str(tmp_path))
+    assert sub is not None
+    sub.drain()
+    names = [f"{n:04d}-{'x' * 200}.json" for n in range(1500)]  # ~340 kB of events
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    overflowed, drained = sub.drain()
+    assert not overflowed and sorted(drained) == names
+    changes().unsubscribe(sub)

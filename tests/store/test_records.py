@@ -4,6 +4,7 @@ still refuse and what they must keep."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -101,3 +102,15 @@ def test_a_task_stays_frozen() -> None:
     task = copies.parse(orjson.dumps(BASE))
     with pytest.raises(AttributeError):
         task.rev = 9  # type: ignore[misc]
+
+
+def test_a_task_made_without_its_init_is_the_task_its_init_makes():
+    values = dict(id="a" * 16, host="h.example", queue="q", status=State.PENDING, item={"n": 1},
+                  posted_by=None, posted_at=5, updated_at=5, rev=1, priority=2)  # fmt: skip
+    made = Task.of(**values)
+    assert made == Task(**values) and made.__dict__ == Task(**values).__dict__
+    assert made.numbered(7) == dataclasses.replace(made, seq=7)  # the same revision
+    with pytest.raises(TypeError):
+        Task.of(**{**values, "colour": "red"})
+    with pytest.raises(TypeError):
+        Task.of(**{k: v for k, v in values.items() if k != "host"})

@@ -42,3 +42,29 @@ def test_a_written_temp_file_has_such_a_name(tmp_path):
         os.close(fd)
     assert name.startswith(files.TEMP_PREFIX)
     assert (tmp_path / name).read_bytes() == b"{}"
+
+
+def test_a_forked_child_never_posts_an_id_its_parent_drew(tmp_path):
+    """Task ids are read from the random source many at a time: a child forked with some
+    left in the pool draws its own instead of handing out the parent's next ones."""
+    from queues.store import ids
+
+    ids.new_task_id()  # the pool holds more ids now
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent, then out
+        os.write(writer, "".join(ids.new_task_id() for _ in range(5)).encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(pid, 0)
+    child = os.read(reader, 1000).decode()
+    os.close(reader)
+    parent = "".join(ids.new_task_id() for _ in range(5))
+    assert len(child) == len(parent) == 80 and child != parent
+    assert (
+        len(
+            {child[i : i + 16] for i in range(0, 80, 16)}
+            | {parent[i : i + 16] for i in range(0, 80, 16)}
+        )
+        == 10
+    )
