@@ -267,21 +267,26 @@ def poster(opener: StoreOpener, items: list[dict[str, Any]], now: int, out: Any)
 
 
 def chain_worker(opener: StoreOpener, worker: str, fail_id: str | None, out: Any) -> None:
-    """Claim and finish (or, for `fail_id`, fail) tasks of the queue until a claim finds none
-    twice in a row after a pause; report the ids in the order this worker finished them, with
-    the time each was claimed and finished (the order a chain must keep)."""
+    """Claim and finish (or, for `fail_id`, fail) tasks of the queue until none is pending or
+    processing any more (a worker that gave up after a quiet spell left a chain unfinished on
+    a loaded machine); report the ids in the order this worker finished them, with the time
+    each was claimed and finished (the order a chain must keep)."""
     store = opener.open()
     done: list[tuple[str, int, int]] = []
     errors: list[str] = []
-    misses = 0
+    deadline = time.monotonic() + 200  # a test must fail, not hang
     try:
-        while misses < 40:
+        while True:
             tasks = store.claim(HOST, QUEUE, settings=LONG, worker=worker, max_tasks=1)
             if not tasks:
-                misses += 1
+                counts = store.state_counts(HOST, QUEUE)
+                if counts.pending == 0 and counts.processing == 0:
+                    break
+                if time.monotonic() > deadline:
+                    errors.append(f"still {counts.pending} pending, {counts.processing} running")
+                    break
                 time.sleep(0.02)
                 continue
-            misses = 0
             task = tasks[0]
             claimed = time.monotonic_ns()
             w = {"settings": LONG, "worker": worker, "attempt": task.attempts}
