@@ -79,7 +79,7 @@ if TASKHOSTER_FLUSH not in FLUSH_MODES:
         f"TASKHOSTER_FLUSH: {TASKHOSTER_FLUSH!r} is not one of {', '.join(FLUSH_MODES)}"
     )
 TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
-# Queues whose directories each process keeps open when idle (five descriptors each).
+# Queues whose directories each process keeps open when idle (six descriptors each).
 TASKHOSTER_OPEN_QUEUES = env.int("TASKHOSTER_OPEN_QUEUES", default=128)
 
 # --- the API ------------------------------------------------------------------------------
@@ -292,6 +292,11 @@ SPECTACULAR_SETTINGS = {
         "queues.api.docs.add_examples",
     ],
     "VERSION": "1",
+    # one field name, two choice sets: what a post may ask, and what a status view can show
+    "ENUM_NAME_OVERRIDES": {
+        "OnDependencyFailureEnum": ["fail", "cancel"],
+        "OnDependencyFailureShownEnum": ["cancel"],
+    },
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

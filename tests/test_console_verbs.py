@@ -310,7 +310,7 @@ def test_task_logs_show_who_did_it(resize, people, store_dirs):
     assert '<th title="The operator whose action it was">by</th>' in listing
     assert '<td data-label="by">olga</td>' in listing  # the label its card shows on a phone
     timeline = people["operator"].get(f"/logs/{HOST}/resize/{task.id}/").content.decode()
-    assert "<td>olga</td>" in timeline
+    assert '<td data-label="by">olga</td>' in timeline
 
 
 def test_a_cleaned_task_is_reposted_from_its_task_logs_page(resize, people, store_dirs):

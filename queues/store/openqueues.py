@@ -1,6 +1,6 @@
 """The queues a process keeps open: each one's directory descriptors and pending index.
 
-A long-lived process touches many queues, five descriptors each (and an inotify watch once a
+A long-lived process touches many queues, six descriptors each (and an inotify watch once a
 claim has indexed it), so only the `limit` most recently used stay open. A queue is held while a
 verb uses it (`hold`, a context manager), and only a queue nobody holds is ever closed: closing
 a descriptor under a claim in progress, a waiting read or an index rescan would answer EBADF,

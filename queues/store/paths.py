@@ -79,7 +79,8 @@ def open_dir(parent_fd: int, name: str, *, create: bool, fsync: files.Durable = 
 
 
 class QueueDirs:
-    """Open descriptors of one queue's directories: pending, processing, done, keys, quarantine.
+    """Open descriptors of one queue's directories: pending, processing, done, keys, quarantine,
+    dependents.
 
     Used only while held (queues.store.openqueues: `users` counts the holders), since a queue
     nobody holds may be closed and its descriptor numbers reused by another open: `fd` refuses

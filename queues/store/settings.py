@@ -85,7 +85,7 @@ class StoreConfig:
     # (files.Flush: two stores of one process may each have their own)
     flush: str = "fsync"
     log_retain_days: int = 21
-    # queues whose directories a process keeps open (five descriptors each) when nobody is
+    # queues whose directories a process keeps open (six descriptors each) when nobody is
     # using them; 128 leaves room for connections under the common soft limit of 1024 files
     open_queues: int = 128
     umask: int = DEFAULT_UMASK  # taken off the modes of every file and directory it creates
