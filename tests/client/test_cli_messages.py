@@ -120,6 +120,7 @@ def test_watch_task_of_an_ended_task_shows_its_events_and_exits(live, clients, q
     clients["paul"].cancel(HOST, "cwwatch", task["id"])
     done = cli("watch", f"{HOST}/cwwatch", "--task", task["id"], env=as_user(live, "paul"))
     assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 2, done.stdout  # its two events, nothing more
     posted, cancelled = (line.split()[1:] for line in done.stdout.splitlines())
     assert posted == ["posted", task["id"], "pending", "attempts=0"]
     assert cancelled == ["cancelled", task["id"], "cancelled", "attempts=0"]
