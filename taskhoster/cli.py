@@ -582,27 +582,26 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
     if args.task:
         path += f"?task={args.task}&from=posted"
     last_id: str | None = None
-    task: dict[str, Any] = {}
+    caught_up = False
 
-    def on_open() -> bool:
-        """Once subscribed, read where the task stands (so nothing after this is missed)."""
-        if args.task and not task:
-            task.update(with_backoff(lambda: client.get(host, queue, args.task), repeatable=True))
-        return True
-
-    def on_caught_up(shown: int) -> bool:
-        """The history is out: a task it says nothing of (its lines pruned from the log) is
-        said where it stands now. Answers whether to go on: an ended task has no more."""
-        if not task or task.get("caughtUp"):
+    def on_caught_up(shown: int, status: str | None) -> bool:
+        """The history is out (`status`: the task's state after the last event shown). A task
+        it says nothing of (its lines pruned from the log) is read and said where it stands
+        now; a read only then, since a producer's read of an ended task is itself an event
+        (`fetched`). Answers whether to go on: an ended task has no more."""
+        nonlocal caught_up
+        if not args.task or caught_up:
             return True
-        task["caughtUp"] = True
+        caught_up = True
         if not shown:
+            task = with_backoff(lambda: client.get(host, queue, args.task), repeatable=True)
             print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
-        return task["status"] not in TERMINAL
+            status = task["status"]
+        return status not in TERMINAL
 
     while True:
         try:
-            last_id = follow(client, path, last_id, on_open, on_caught_up)
+            last_id = follow(client, path, last_id, on_caught_up=on_caught_up)
             if last_id is STOPPED:
                 return OK
         except ApiError as exc:
@@ -616,7 +615,7 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         time.sleep(1)
 
 
-STOPPED = "stopped"  # follow's answer when on_open or on_caught_up said not to go on
+STOPPED = "stopped"  # follow's answer when on_caught_up said not to go on
 CAUGHT_UP = ": caught up"  # a history stream's comment: what follows is live
 
 
@@ -630,11 +629,10 @@ def follow(
     client: Client,
     path: str,
     last_id: str | None,
-    on_open: Callable[[], bool] | None = None,
-    on_caught_up: Callable[[int], bool] | None = None,
+    on_caught_up: Callable[[int, str | None], bool] | None = None,
 ) -> str | None:
-    """Print the stream's events until it ends; `on_caught_up(events shown)`, at a history
-    stream's `: caught up`, answers whether to go on."""
+    """Print the stream's events until it ends; `on_caught_up(events shown, the status after
+    the last)`, at a history stream's `: caught up`, answers whether to go on."""
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
     headers = {"Accept": "text/event-stream"}
@@ -652,11 +650,8 @@ def follow(
             info.get("code", "http_error"),
             info.get("detail", body[:200].decode(errors="replace")),
         )
-    if on_open is not None and not on_open():
-        conn.close()
-        return STOPPED
     message: dict[str, str] = {}
-    shown = 0
+    shown, status = 0, None
     while True:
         raw = response.readline()
         if not raw:
@@ -665,11 +660,12 @@ def follow(
         if line == "":
             if "data" in message and "event" in message:
                 last_id = message.get("id", last_id)
-                print(event_line(message["event"], json.loads(message["data"])), flush=True)
-                shown += 1
+                data = json.loads(message["data"])
+                print(event_line(message["event"], data), flush=True)
+                shown, status = shown + 1, data.get("status")
             message = {}
         elif line == CAUGHT_UP:
-            if on_caught_up is not None and not on_caught_up(shown):
+            if on_caught_up is not None and not on_caught_up(shown, status):
                 conn.close()
                 return STOPPED
         elif not line.startswith(":"):
