@@ -92,35 +92,21 @@ class DirCounts:
 
     def counts(self, qd: QueueDirs) -> dict[str, int]:
         """{"processing": n, "done": n} for a held queue."""
-        key = (qd.host, qd.queue)
-        with self._lock:
-            counts = self._queues.get(key)
-            if counts is None:
-                counts = self._queues[key] = QueueCounts(qd, self._changes())
-                while len(self._queues) > self._keep:
-                    self._queues.popitem(last=False)[1].close()
-            self._queues.move_to_end(key)
+        counts = self._queues_of(qd)
         with counts.lock:
             return counts.counts(qd)
 
     def ids(self, qd: QueueDirs, directory: str) -> set[str]:
         """The task ids in one counted directory of a held queue now (a copy)."""
-        names = self._one(qd, directory)
-        with self._queues_of(qd).lock:
-            return set(names.ids)
+        counts = self._queues_of(qd)
+        with counts.lock:
+            return set(_refreshed(counts, qd, directory).ids)
 
     def count(self, qd: QueueDirs, directory: str) -> int:
         """The task files in one counted directory of a held queue now (that one refreshed)."""
-        names = self._one(qd, directory)
-        with self._queues_of(qd).lock:
-            return len(names.ids)
-
-    def _one(self, qd: QueueDirs, directory: str) -> NameCount:
         counts = self._queues_of(qd)
         with counts.lock:
-            names = counts.dirs[directory]
-            names.refresh(qd.fd(directory))
-        return names
+            return len(_refreshed(counts, qd, directory).ids)
 
     def _queues_of(self, qd: QueueDirs) -> QueueCounts:
         key = (qd.host, qd.queue)
@@ -145,3 +131,10 @@ class DirCounts:
             for counts in self._queues.values():
                 counts.close()
             self._queues.clear()
+
+
+def _refreshed(counts: QueueCounts, qd: QueueDirs, directory: str) -> NameCount:
+    """One counted directory of a queue, brought up to date (call with counts.lock held)."""
+    names = counts.dirs[directory]
+    names.refresh(qd.fd(directory))
+    return names
