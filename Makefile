@@ -7,7 +7,8 @@ PORT ?= 8000
 TASKHOSTER_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TASKHOSTER_TEST_DATABASE_URL
 # pytest-xdist workers per pass (PYTEST_WORKERS=0: one process). By file, so that a module's
-# fixtures (a live server, a browser) start once, on the worker that runs it.
+# fixtures (a live server, a browser) start once, on the worker that runs it; tests/scheduling.py
+# refines it: the longest files first, and a few long ones whose tests share nothing split.
 PYTEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 

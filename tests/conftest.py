@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# how `make test` hands the tests to its workers (longest first, long modules split)
+pytest_plugins = ["tests.scheduling"]
+
 # The fixtures through which a test reaches Django's database (pytest-django's own names).
 DATABASE_FIXTURES = frozenset(
     {

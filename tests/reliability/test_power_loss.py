@@ -156,9 +156,16 @@ class Outcome:
 
 
 def explore(
-    tmp: Path, name: str, *, sample: int = SAMPLE, fsync: bool = True, flush: str = "fsync"
+    tmp: Path,
+    name: str,
+    *,
+    sample: int = SAMPLE,
+    fsync: bool = True,
+    flush: str = "fsync",
+    crash_root: Path | None = None,
 ) -> Outcome:
-    """Record `name` once, then check its crash states (up to `sample` per crash point)."""
+    """Record `name` once under `tmp`, then check its crash states (up to `sample` per crash
+    point), each built under `crash_root` (default: `tmp`)."""
     op = OPS[name]
     base = tmp / "recorded"
     st = QueueStore(config(base, fsync=fsync, flush=flush))
@@ -189,7 +196,7 @@ def explore(
         if sample and len(states) > sample:
             states = rng.sample(states, sample)
         for state in states:
-            dest = tmp / "crash"
+            dest = (crash_root or tmp) / "crash"
             powerloss.materialise(trace, state, dest)
             out.doubled += len(copies_on_disk(dest, tid)) > 1
             try:
@@ -242,8 +249,8 @@ def check(
 
 @pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize("name", OPS)
-def test_power_loss(tmp_path: Path, name: str, flush: str) -> None:
-    outcome = explore(tmp_path, name, flush=flush)
+def test_power_loss(tmp_path: Path, crash_root: Path, name: str, flush: str) -> None:
+    outcome = explore(tmp_path, name, flush=flush, crash_root=crash_root)
     print(
         f"{name} ({flush}): {outcome.states} crash states, {outcome.checked} checked,"
         f" {len(outcome.violations)} violations"
@@ -289,11 +296,11 @@ MUTANTS = {
 @pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize("name", ["finish", "fail_retry", "cancel", "sweep_lapse"])
 def test_power_loss_keeps_moves_whose_source_unlink_was_lost(
-    tmp_path: Path, name: str, flush: str
+    tmp_path: Path, crash_root: Path, name: str, flush: str
 ) -> None:
     """A move flushes only its destination: the model keeps crash states in which the unlink
     of the source is lost (two copies on disk), and each of them reconciles to one copy."""
-    outcome = explore(tmp_path, name, flush=flush)
+    outcome = explore(tmp_path, name, flush=flush, crash_root=crash_root)
     print(f"{name} ({flush}): {outcome.doubled} of {outcome.checked} states held two copies")
     assert outcome.doubled > 0
     assert outcome.violations == []
@@ -305,13 +312,13 @@ FSYNC_ONLY_MUTANTS = {"a move that flushes its source instead of its destination
 @pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_power_loss_catches_planted_bugs(
-    tmp_path: Path, monkeypatch: Any, mutant: str, flush: str
+    tmp_path: Path, crash_root: Path, monkeypatch: Any, mutant: str, flush: str
 ) -> None:
     if flush == "syncfs" and mutant in FSYNC_ONLY_MUTANTS:
         pytest.skip("no bug under syncfs: its one flush covers every directory")
     attr, plant, name = MUTANTS[mutant]
     monkeypatch.setattr(files, attr, plant)
-    outcome = explore(tmp_path, name, sample=0, flush=flush)
+    outcome = explore(tmp_path, name, sample=0, flush=flush, crash_root=crash_root)
     found = outcome.violations
     print(f"{mutant} ({flush}): {len(found)} violations, e.g. {found[:1]}")
     assert outcome.violations

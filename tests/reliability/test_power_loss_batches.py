@@ -82,7 +82,12 @@ OPS = {
 
 
 def explore(
-    tmp: Path, name: str, *, sample: int = SAMPLE, flush: str = "fsync"
+    tmp: Path,
+    name: str,
+    *,
+    sample: int = SAMPLE,
+    flush: str = "fsync",
+    crash_root: Path | None = None,
 ) -> tuple[int, int, list[str]]:
     op = OPS[name]
     base = tmp / "recorded"
@@ -114,7 +119,7 @@ def explore(
         if sample and len(found) > sample:
             found = rng.sample(found, sample)
         for state in found:
-            dest = tmp / "crash"
+            dest = (crash_root or tmp) / "crash"
             powerloss.materialise(trace, state, dest)
             try:
                 problem = check(dest, op, ids, old, new, logged_before, state.acknowledged)
@@ -176,8 +181,8 @@ def check(
 @pytest.mark.slow
 @pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize("name", OPS)
-def test_power_loss_in_a_batch(tmp_path: Path, name: str, flush: str) -> None:
-    states, checked, violations = explore(tmp_path, name, flush=flush)
+def test_power_loss_in_a_batch(tmp_path: Path, crash_root: Path, name: str, flush: str) -> None:
+    states, checked, violations = explore(tmp_path, name, flush=flush, crash_root=crash_root)
     print(f"{name} ({flush}): {states} states, {checked} checked, {len(violations)} violations")
     assert checked > 0
     assert violations == []
@@ -209,12 +214,12 @@ SYNCFS_OPS = {"a batch that does not fsync its files": "claim_many"}
 @pytest.mark.parametrize("flush", FLUSHES)
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_power_loss_in_a_batch_catches_planted_bugs(
-    tmp_path: Path, monkeypatch, mutant: str, flush: str
+    tmp_path: Path, crash_root: Path, monkeypatch, mutant: str, flush: str
 ):
     owner, attr, plant, name = MUTANTS[mutant]
     if flush == "syncfs":
         name = SYNCFS_OPS.get(mutant, name)
     monkeypatch.setattr(owner, attr, plant)
-    _, _, violations = explore(tmp_path, name, flush=flush)
+    _, _, violations = explore(tmp_path, name, flush=flush, crash_root=crash_root)
     print(f"{mutant} ({flush}): {len(violations)} violations, e.g. {violations[:1]}")
     assert violations
