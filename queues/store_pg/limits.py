@@ -93,27 +93,38 @@ class Gate:
         self.room = max(self.room, 0)
 
     def candidates(self) -> list[str]:
-        """Up to `room` pending records in claim order, past those their key holds back."""
+        """Up to `room` pending records in claim order, past those their key holds back: a
+        look-up that met a key's second task (held, its key now full) looks again past it and
+        the tasks already taken, until the room is filled or nothing more comes."""
         if not self.room:
             return []
         most = self._settings.max_per_key
-        full = [k for k, n in self.state.key_counts.items() if most and n >= most]
-        found = self._conn.execute(
-            "SELECT record::text, record->>'concurrencyKey' FROM th_tasks"
-            " WHERE host = %s AND queue = %s AND status = 'pending' AND available_at <= %s"
-            " AND (record->>'concurrencyKey' IS NULL"
-            "      OR NOT (record->>'concurrencyKey' = ANY(%s)))"
-            " ORDER BY priority DESC, posted_at, seq LIMIT %s FOR UPDATE SKIP LOCKED",
-            (self._host, self._queue, self._now, full, self.room),
-        ).fetchall()
         taken: list[str] = []
-        for record, key in found:
-            if most and key is not None:
-                if self.state.key_counts.get(key, 0) >= most:
-                    self.key_held = True  # a second of one key in this batch, past its room
-                    continue
-                self.state.key_counts[key] = self.state.key_counts.get(key, 0) + 1
-            taken.append(record)
+        taken_ids: list[str] = []
+        while len(taken) < self.room:
+            full = [k for k, n in self.state.key_counts.items() if most and n >= most]
+            found = self._conn.execute(
+                "SELECT record::text, record->>'concurrencyKey', id FROM th_tasks"
+                " WHERE host = %s AND queue = %s AND status = 'pending' AND available_at <= %s"
+                " AND (record->>'concurrencyKey' IS NULL"
+                "      OR NOT (record->>'concurrencyKey' = ANY(%s)))"
+                " AND NOT (id = ANY(%s))"
+                " ORDER BY priority DESC, posted_at, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+                (self._host, self._queue, self._now, full, taken_ids, self.room - len(taken)),
+            ).fetchall()
+            skipped = False
+            for record, key, task_id in found:
+                if most and key is not None:
+                    if self.state.key_counts.get(key, 0) >= most:
+                        # a second of one key in this batch: its key is full now, so the next
+                        # look-up leaves it out
+                        self.key_held = skipped = True
+                        continue
+                    self.state.key_counts[key] = self.state.key_counts.get(key, 0) + 1
+                taken.append(record)
+                taken_ids.append(task_id)
+            if not skipped:  # all it found was taken: the room is full, or nothing is left
+                break
         if not taken and full:
             # held back by their keys if any such task waits
             held = self._conn.execute(

@@ -67,6 +67,19 @@ def test_one_batch_claim_takes_no_more_of_a_key_than_its_cap(h):
     assert keys == ["j", "k", "k"]
 
 
+def test_a_batch_claim_past_the_held_tasks_of_a_key_still_fills_its_room(h):
+    """Six tasks of one key lead the queue, then four of other keys: a claim of four takes the
+    key's one and the three after the held five (not only what its first look-up held)."""
+    keyed = replace(LONG, max_per_key=1)
+    for n in range(6):
+        h.post({"n": f"a{n}"}, settings=keyed, now=T0 + n, concurrency_key="a")
+    for n in range(4):
+        h.post({"n": f"o{n}"}, settings=keyed, now=T0 + 10 + n, concurrency_key=f"o{n}")
+    got = _claim(h, keyed, now=T0 + 20, max_tasks=4)
+    assert [t.item["n"] for t in got] == ["a0", "o0", "o1", "o2"]
+    assert h.count("pending") == 6
+
+
 def test_a_held_task_is_not_failed_by_waiting(h):
     keyed = replace(LONG, max_per_key=1, lease_seconds=3600)
     first = h.post({"n": 1}, settings=keyed, now=T0, concurrency_key="k")
