@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import orjson
 
-from . import copies, files, limits, paths
+from . import copies, files, gate, limits, paths
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable
@@ -42,7 +42,7 @@ def claim(
         return []
     with core.queue_dirs(host, queue, create=True) as qd:
         if settings.limited:
-            with limits.gate(qd, settings, now=now, live=live, fsync=core.fsync,
+            with gate.gate(qd, settings, now=now, live=live, fsync=core.fsync,
                              max_tasks=max_tasks, counts=core.dir_counts) as g:  # fmt: skip
                 return g.settle(
                     _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=g.room,
