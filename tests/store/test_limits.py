@@ -205,6 +205,85 @@ def test_eight_processes_never_exceed_max_processing_nor_max_per_key(h):
 
 
 @pytest.mark.slow
+def test_across_processes_no_task_waits_while_its_key_and_the_queue_have_room(h):
+    """Three processes (this one and two kept open, each with its own view of the queue's flow)
+    claim and finish in turns, in a seeded random order, on a queue of maxProcessing 5 and
+    maxPerKey 2: every claim takes exactly what a model says is claimable then (in claim order,
+    past the tasks whose key is full, up to the queue's room and the claim's max), so nothing
+    another process claimed or finished is missed or counted twice, and no task the limits
+    allow is left pending."""
+    import random
+    from collections import Counter
+
+    most, per_key = 5, 2
+    limited = replace(procs.LONG, max_processing=most, max_per_key=per_key)
+    rng = random.Random(27)
+    pending, key_of, running = [], {}, set()
+    for n in range(80):
+        key = rng.choice(["a", "b", "c", "d", "e", None])
+        task = h.store.post(HOST, QUEUE, {"n": n}, settings=limited, posted_by="a",
+                            now=T0 + n, concurrency_key=key).task  # fmt: skip
+        pending.append(task.id)
+        key_of[task.id] = key
+
+    def claimable(max_tasks):
+        room = min(max_tasks, most - len(running))
+        counts = Counter(key_of[i] for i in running)
+        got = []
+        for task_id in pending:
+            key = key_of[task_id]
+            if len(got) >= room:
+                break
+            if key is None or counts[key] < per_key:
+                got.append(task_id)
+                counts[key] += 1
+        return got
+
+    ctx = mp.get_context("spawn")
+    hands = []
+    for _ in range(2):
+        orders, answers = ctx.Queue(), ctx.Queue()
+        p = ctx.Process(target=procs.flow_hand, args=(h.opener(), limited, orders, answers))
+        p.start()
+        hands.append((p, orders, answers))
+
+    def by(who, order):
+        if who == 2:  # this process
+            verb, arg = order
+            if verb == "claim":
+                return [t.id for t in h.store.claim(HOST, QUEUE, settings=limited,
+                                                    worker="hand", max_tasks=arg)]  # fmt: skip
+            for task_id, attempt in arg:
+                h.store.finish(HOST, QUEUE, task_id, settings=limited, worker="hand",
+                               attempt=attempt, result={"ok": 1})  # fmt: skip
+            return []
+        hands[who][1].put(order)
+        return hands[who][2].get(timeout=60)
+
+    claims = 0
+    try:
+        for step in range(70):
+            who = rng.randrange(3)
+            if running and rng.random() < 0.45:
+                done = rng.sample(sorted(running), rng.randint(1, len(running)))
+                assert by(who, ("finish", [(i, 1) for i in done])) == [], step
+                running.difference_update(done)
+                continue
+            max_tasks = rng.choice([1, 2, 3, 10])
+            want = claimable(max_tasks)
+            got = by(who, ("claim", max_tasks))
+            assert got == want, (step, who, max_tasks, got, want)
+            claims += len(got)
+            running.update(got)
+            pending = [i for i in pending if i not in got]
+    finally:
+        for p, orders, _ in hands:
+            orders.put(None)
+            p.join(30)
+    assert claims > 40  # the limits were met again and again, and room came back
+
+
+@pytest.mark.slow
 @pytest.mark.files_only("the file store's steps; a PostgreSQL claim is one transaction")
 def test_a_crash_at_each_step_of_taking_a_token_never_gives_two_nor_keeps_one(tmp_path):
     """A bucket of one token (10 a second) and three pending tasks; a claim of two dies at each
