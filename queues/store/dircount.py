@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import paths
-from .inotify import ChangeLog, Subscription
+from .inotify import IN_DELETE, IN_MOVED_FROM, ChangeLog, Subscription, arrivals
 from .paths import QueueDirs
 
 COUNTED = ("processing", "done")
@@ -37,6 +37,7 @@ class Since(NamedTuple):
     end: int  # pass back as `seen`, with `epoch`, next time
     changes: list[tuple[str, bool]] | None  # (id, present), oldest first; None: see `ids`
     ids: set[str] | None  # every id now, when the changes were no longer kept
+    read: bool  # the process's inotify queue was read for it (all the kernel had queued)
 
 
 class NameCount:
@@ -46,7 +47,13 @@ class NameCount:
 
     def __init__(self, changes: ChangeLog | None, proc_path: str) -> None:
         self.ids: set[str] = set()
-        self._sub: Subscription | None = changes.subscribe(proc_path) if changes else None
+        # names leaving, and task files arriving (by a rename, or a link where renameat2 is
+        # missing): not a temp file's creation, one event less per record written there
+        self._sub: Subscription | None = (
+            changes.subscribe(proc_path, arrivals() | IN_MOVED_FROM | IN_DELETE)
+            if changes
+            else None
+        )
         self._mtime = -1
         self.listings = 0  # full listings made (the first one, and after lost events)
         # (id, present) in the order applied; `journal_start` is the number of changes before
@@ -82,6 +89,12 @@ class NameCount:
             self._mtime = mtime if time.time_ns() - mtime > _RACY_NS else -1
         self._list(dir_fd)
         return len(self.ids)
+
+    @property
+    def listening(self) -> bool:
+        """Whether a refresh reads the process's inotify queue (else it lists, or looks at
+        the mtime)."""
+        return self._sub is not None and self._sub.listening
 
     def changes_since(self, epoch: int, seen: int) -> list[tuple[str, bool]] | None:
         """The changes after the first `seen` ones of `epoch`, or None when they are no
@@ -151,16 +164,24 @@ class DirCounts:
         with counts.lock:
             names = counts.dirs[directory]
             names.journaling = True
+            read = names.listening
             names.refresh(qd.fd(directory))
             changes = names.changes_since(epoch, seen)
             ids = set(names.ids) if changes is None else None
-            return Since(len(names.ids), names.epoch, names.end, changes, ids)
+            return Since(len(names.ids), names.epoch, names.end, changes, ids, read)
 
     def count(self, qd: QueueDirs, directory: str) -> int:
         """The task files in one counted directory of a held queue now (that one refreshed)."""
+        return self.counted(qd, directory)[0]
+
+    def counted(self, qd: QueueDirs, directory: str) -> tuple[int, bool]:
+        """count(), and whether the process's inotify queue was read for it."""
         counts = self._queues_of(qd)
         with counts.lock:
-            return len(_refreshed(counts, qd, directory).ids)
+            names = counts.dirs[directory]
+            read = names.listening
+            names.refresh(qd.fd(directory))
+            return len(names.ids), read
 
     def _queues_of(self, qd: QueueDirs) -> QueueCounts:
         key = (qd.host, qd.queue)

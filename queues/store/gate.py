@@ -19,12 +19,10 @@ once while it is there.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import math
 import os
 import threading
-from collections.abc import Iterator
 
 import orjson
 
@@ -81,8 +79,9 @@ class Flow:
         if self.pid == _pid:  # a forked child's copy is the parent's: never closed for it
             os.close(self.fd)
 
-    def count_keys(self, qd: QueueDirs, dirs: DirCounts) -> int:
-        """processing/'s count now, with `key_counts` brought up to it (hold `lock`)."""
+    def count_keys(self, qd: QueueDirs, dirs: DirCounts) -> tuple[int, bool]:
+        """processing/'s count now, with `key_counts` brought up to it (hold `lock`), and
+        whether the process's inotify queue was read for it."""
         now = dirs.since(qd, "processing", self.epoch, self.seen)
         if now.changes is None:  # the first look, or changes no longer kept: every id
             assert now.ids is not None
@@ -95,7 +94,7 @@ class Flow:
             for task_id, present in now.changes:
                 self._change(qd, task_id, present)
         self.epoch, self.seen = now.epoch, now.end
-        return now.total
+        return now.total, now.read
 
     def _change(self, qd: QueueDirs, task_id: str, present: bool) -> None:
         # each change is applied once, whatever its order with the claim's own `claimed_key`
@@ -126,8 +125,12 @@ class Gate:
     def __init__(self, qd: QueueDirs, flow: Flow, settings: QueueSettings, *, now: int,
                  fsync: files.Durable, max_tasks: int, counts: DirCounts) -> None:  # fmt: skip
         self._flow, self._settings, self._fsync = flow, settings, fsync
+        # the claim's time: its tasks' attempts begin (and their `claimed` lines are stamped)
+        # when the tokens were taken, not when the claim began waiting for the lock, or a
+        # window of the log would hold more than the bucket let through in it
+        self.now = now
         # the flow's own key counts, not a copy: the claim adds its own beside them (_mine)
-        self.state = read_state(qd, flow, settings, now, counts, copy_keys=False)
+        self.state, self.log_read = _read(qd, flow, settings, now, counts, copy_keys=False)
         self.room, self.held_by, self.retry_after = max_tasks, None, 0.0
         self.reserved = 0
         self.key_held = False
@@ -179,20 +182,41 @@ class Gate:
         files.write_record(self._flow.fd, data.ljust(RECORD_BYTES), fsync=self._fsync)
 
 
-@contextlib.contextmanager
-def gate(qd: QueueDirs, settings: QueueSettings, *, now: int, live: bool, fsync: files.Durable,
-         max_tasks: int, counts: DirCounts) -> Iterator[Gate]:  # fmt: skip
-    """The queue's claim lock, held while the claim runs; the gate says how far it may go."""
-    flow = _flow_of(qd)
-    with flow.lock:
-        fcntl.flock(flow.fd, fcntl.LOCK_EX)
+class ClaimLock:
+    """The queue's claim lock, held while the claim runs; the gate says how far it may go.
+    A class rather than a generator: entered on every limited claim, it costs less."""
+
+    def __init__(self, qd: QueueDirs, settings: QueueSettings, *, now: int, live: bool,
+                 fsync: files.Durable, max_tasks: int, counts: DirCounts) -> None:  # fmt: skip
+        self._qd, self._settings, self._now, self._live = qd, settings, now, live
+        self._fsync, self._max_tasks, self._counts = fsync, max_tasks, counts
+        self._flow = _flow_of(qd)
+
+    def __enter__(self) -> Gate:
+        flow = self._flow
+        flow.lock.acquire()
         try:
-            if live:  # the clock once the lock is held: the bucket fills while a claim waits
-                now = now_ms(None)
-            yield Gate(qd, flow, settings, now=now, fsync=fsync, max_tasks=max_tasks,
-                       counts=counts)  # fmt: skip
+            fcntl.flock(flow.fd, fcntl.LOCK_EX)
+        except BaseException:
+            flow.lock.release()
+            raise
+        try:
+            # the clock once the lock is held: the bucket fills while a claim waits
+            now = now_ms(None) if self._live else self._now
+            return Gate(self._qd, flow, self._settings, now=now, fsync=self._fsync,
+                        max_tasks=self._max_tasks, counts=self._counts)  # fmt: skip
+        except BaseException:
+            self._release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        try:
+            fcntl.flock(self._flow.fd, fcntl.LOCK_UN)
         finally:
-            fcntl.flock(flow.fd, fcntl.LOCK_UN)
+            self._flow.lock.release()
 
 
 def _flow_of(qd: QueueDirs) -> Flow:
@@ -215,30 +239,39 @@ def flow_state(qd: QueueDirs, settings: QueueSettings, now: int, counts: DirCoun
 
 
 def read_state(
+    qd: QueueDirs, flow: Flow, settings: QueueSettings, now: int, dirs: DirCounts
+) -> FlowState:
+    """The processing count (and keys) from the process's DirCounts: inotify events are queued
+    by the kernel within the rename that makes them, and a refresh reads all that are queued,
+    so under the claim lock it counts every claim that held the lock before."""
+    return _read(qd, flow, settings, now, dirs, copy_keys=True)[0]
+
+
+def _read(
     qd: QueueDirs,
     flow: Flow,
     settings: QueueSettings,
     now: int,
     dirs: DirCounts,
     *,
-    copy_keys: bool = True,
-) -> FlowState:
-    """The processing count (and keys) from the process's DirCounts: inotify events are queued
-    by the kernel within the rename that makes them, and a refresh reads all that are queued,
-    so under the claim lock it counts every claim that held the lock before."""
-    processing = 0
+    copy_keys: bool,
+) -> tuple[FlowState, bool]:
+    """read_state(), and whether the process's inotify queue was read for it (then the claim's
+    pending index need not read it again)."""
+    processing, read = 0, False
     counts: dict[str, int] = {}
     if settings.max_per_key:
-        processing = flow.count_keys(qd, dirs)
+        processing, read = flow.count_keys(qd, dirs)
         counts = dict(flow.key_counts) if copy_keys else flow.key_counts
     elif settings.max_processing:
-        processing = dirs.count(qd, "processing")
+        processing, read = dirs.counted(qd, "processing")
     tokens, bucket_at = None, now
     if settings.rate_count:
         saved, at = _read_bucket(flow.fd, settings, now)
         tokens, bucket_at = refilled(saved, at, now, settings), max(now, at)
-    return FlowState(processing=processing, tokens=tokens, capacity=capacity(settings),
-                     key_counts=counts, bucket_at=bucket_at)  # fmt: skip
+    state = FlowState(processing=processing, tokens=tokens, capacity=capacity(settings),
+                      key_counts=counts, bucket_at=bucket_at)  # fmt: skip
+    return state, read
 
 
 def _key_of(qd: QueueDirs, task_id: str) -> str | None:
