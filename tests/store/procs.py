@@ -369,15 +369,16 @@ def crash_in_limited_claim(config: StoreConfig, settings: QueueSettings, now: in
 
 
 def rated_claimer(opener: StoreOpener, settings: QueueSettings, seconds: float, start: Any,
-                  out: Any) -> None:  # fmt: skip
-    """Claim one at a time, as fast as the rate limit lets, for `seconds`; report how many."""
+                  out: Any, max_tasks: int = 1) -> None:  # fmt: skip
+    """Claim up to `max_tasks` at a time, as fast as the rate limit lets, for `seconds`;
+    report how many."""
     store = opener.open()
     start.wait()
     deadline, got, errors = time.monotonic() + seconds, 0, []
     while time.monotonic() < deadline:
         try:
             got += len(store.wait_claim(HOST, QUEUE, settings=settings, worker="rated",
-                                        wait_seconds=0.5))  # fmt: skip
+                                        wait_seconds=0.5, max_tasks=max_tasks))  # fmt: skip
         except Exception as exc:  # any error at all fails the test
             errors.append(repr(exc))
             break
