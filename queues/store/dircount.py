@@ -121,14 +121,23 @@ class NameCount:
 
 
 class QueueCounts:
-    """processing/ and done/ of one queue; call counts() with `lock` held."""
+    """processing/ and done/ of one queue, each watched from its first count on (a worker's
+    process counts processing/ for a limited queue's claims, and never done/, whose events
+    would only cost it); call with `lock` held."""
 
     def __init__(self, qd: QueueDirs, changes: ChangeLog | None) -> None:
         self.lock = threading.Lock()
-        self.dirs = {d: NameCount(changes, qd.proc_path(d)) for d in COUNTED}
+        self.dirs: dict[str, NameCount] = {}
+        self._changes = changes
+
+    def of(self, qd: QueueDirs, directory: str) -> NameCount:
+        names = self.dirs.get(directory)
+        if names is None:
+            names = self.dirs[directory] = NameCount(self._changes, qd.proc_path(directory))
+        return names
 
     def counts(self, qd: QueueDirs) -> dict[str, int]:
-        return {d: self.dirs[d].refresh(qd.fd(d)) for d in COUNTED}
+        return {d: self.of(qd, d).refresh(qd.fd(d)) for d in COUNTED}
 
     def close(self) -> None:
         for count in self.dirs.values():
@@ -162,7 +171,7 @@ class DirCounts:
         a reader's `epoch` and `seen` (or, when those are no longer kept, all its ids)."""
         counts = self._queues_of(qd)
         with counts.lock:
-            names = counts.dirs[directory]
+            names = counts.of(qd, directory)
             names.journaling = True
             read = names.listening
             names.refresh(qd.fd(directory))
@@ -178,7 +187,7 @@ class DirCounts:
         """count(), and whether the process's inotify queue was read for it."""
         counts = self._queues_of(qd)
         with counts.lock:
-            names = counts.dirs[directory]
+            names = counts.of(qd, directory)
             read = names.listening
             names.refresh(qd.fd(directory))
             return len(names.ids), read
@@ -210,6 +219,6 @@ class DirCounts:
 
 def _refreshed(counts: QueueCounts, qd: QueueDirs, directory: str) -> NameCount:
     """One counted directory of a queue, brought up to date (call with counts.lock held)."""
-    names = counts.dirs[directory]
+    names = counts.of(qd, directory)
     names.refresh(qd.fd(directory))
     return names
