@@ -61,6 +61,7 @@ def _new_pid_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_new_pid_in_child)
+_opening = threading.Lock()
 
 
 class Flow:
@@ -223,12 +224,16 @@ def _flow_of(qd: QueueDirs) -> Flow:
     """The queue's flow file, opened once with its directories (two stores in one process, or
     a queue opened anew, have their own); again in a forked child."""
     flow = qd.attached.get(_ATTACHED)
-    if not isinstance(flow, Flow) or flow.pid != _pid:
-        if isinstance(flow, Flow):  # the forked child's copy of the parent's: let go of it
-            os.close(flow.fd)
-        flow = Flow(qd)
-        qd.attached[_ATTACHED] = flow
-    return flow
+    if isinstance(flow, Flow) and flow.pid == _pid:
+        return flow
+    with _opening:  # two threads' first claims open one file, with one thread lock
+        flow = qd.attached.get(_ATTACHED)
+        if not isinstance(flow, Flow) or flow.pid != _pid:
+            if isinstance(flow, Flow):  # the forked child's copy of the parent's: let go of it
+                os.close(flow.fd)
+            flow = Flow(qd)
+            qd.attached[_ATTACHED] = flow
+        return flow
 
 
 def flow_state(qd: QueueDirs, settings: QueueSettings, now: int, counts: DirCounts) -> FlowState:
