@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import orjson
 
-from . import copies, files, limits, paths
+from . import copies, files, gate, limits, paths
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable
@@ -42,11 +42,12 @@ def claim(
         return []
     with core.queue_dirs(host, queue, create=True) as qd:
         if settings.limited:
-            with limits.gate(qd, settings, now=now, live=live, fsync=core.fsync,
+            with gate.ClaimLock(qd, settings, now=now, live=live, fsync=core.fsync,
                              max_tasks=max_tasks, counts=core.dir_counts) as g:  # fmt: skip
                 return g.settle(
                     _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=g.room,
-                                now=now, live=live, hold=g.hold) if g.room else []
+                                now=g.now, live=live, hold=g.hold, log_read=g.log_read)
+                    if g.room else []
                 )  # fmt: skip
         return _claim_from(core, qd, worker=worker, lease_ms=lease_ms, max_tasks=max_tasks,
                            now=now, live=live)  # fmt: skip
@@ -62,6 +63,7 @@ def _claim_from(
     now: int,
     live: bool,
     hold: Callable[[Task], bool] | None = None,
+    log_read: bool = False,
 ) -> list[Task]:
     """Take up to `max_tasks` tasks (each renamed into processing/ under its lock), then write
     their leased records together (core.apply_many: the data fsyncs at once, one fsync of
@@ -74,7 +76,8 @@ def _claim_from(
             with core.lock:
                 # refreshed once a claim: what arrives after that is the next claim's, and the
                 # events of this claim's own renames out of pending/ need no reading
-                index = core.index(qd) if index is None else index
+                # (not read again when the flow gate has just read the process's inotify queue)
+                index = core.index(qd, read=not log_read) if index is None else index
                 task_id = index.take(now)
             if task_id is None:
                 break

@@ -85,10 +85,11 @@ class QueueCore:
         with self.lock:
             return self._queues.keys()
 
-    def index(self, qd: QueueDirs) -> PendingIndex:
-        """The fresh pending index of a held queue; call with self.lock held."""
+    def index(self, qd: QueueDirs, *, read: bool = True) -> PendingIndex:
+        """The fresh pending index of a held queue; call with self.lock held (read False: the
+        caller has just read the process's inotify queue, as the flow gate does)."""
         idx = self._queues.index(qd)
-        idx.refresh()
+        idx.refresh(read=read)
         return idx
 
     def pending_count(self, qd: QueueDirs) -> int:

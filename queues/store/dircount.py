@@ -16,25 +16,53 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import NamedTuple
 
 from . import paths
-from .inotify import ChangeLog, Subscription
+from .inotify import IN_DELETE, IN_MOVED_FROM, ChangeLog, Subscription, arrivals
 from .paths import QueueDirs
 
 COUNTED = ("processing", "done")
 # A change in the same clock tick as a listing leaves the directory's mtime as it was, so an
 # mtime this young is never trusted (as listing_index.py).
 _RACY_NS = 100_000_000
+_JOURNAL_KEPT = 1024  # changes kept for readers of what changed (NameCount.changes_since)
+
+
+class Since(NamedTuple):
+    """A counted directory now, for a reader of what changed in it (DirCounts.since)."""
+
+    total: int  # task files in the directory
+    epoch: int
+    end: int  # pass back as `seen`, with `epoch`, next time
+    changes: list[tuple[str, bool]] | None  # (id, present), oldest first; None: see `ids`
+    ids: set[str] | None  # every id now, when the changes were no longer kept
+    read: bool  # the process's inotify queue was read for it (all the kernel had queued)
 
 
 class NameCount:
-    """The task ids in one state directory of a queue."""
+    """The task ids in one state directory of a queue, and the latest of their changes (for a
+    reader that keeps something per id, such as the flow gate's keys: it reads what changed
+    since its last look, not the whole set)."""
 
     def __init__(self, changes: ChangeLog | None, proc_path: str) -> None:
         self.ids: set[str] = set()
-        self._sub: Subscription | None = changes.subscribe(proc_path) if changes else None
+        # names leaving, and task files arriving (by a rename, or a link where renameat2 is
+        # missing): not a temp file's creation, one event less per record written there
+        self._sub: Subscription | None = (
+            changes.subscribe(proc_path, arrivals() | IN_MOVED_FROM | IN_DELETE)
+            if changes
+            else None
+        )
         self._mtime = -1
         self.listings = 0  # full listings made (the first one, and after lost events)
+        # (id, present) in the order applied; `journal_start` is the number of changes before
+        # the first one kept. A listing empties it and moves `epoch`: a reader from before it
+        # starts again from `ids`
+        self.journal: list[tuple[str, bool]] = []
+        self.journal_start = 0
+        self.epoch = 0
+        self.journaling = False  # kept only once a reader asked (the dashboard never does)
 
     def refresh(self, dir_fd: int) -> int:
         """The number of task files in the directory now."""
@@ -46,6 +74,13 @@ class NameCount:
                     task_id = paths.task_id_of(name)
                     if task_id is not None:
                         (self.ids.add if present else self.ids.discard)(task_id)
+                        if self.journaling:
+                            self.journal.append((task_id, bool(present)))
+                if len(self.journal) > _JOURNAL_KEPT:
+                    # readers that fell this far behind start again from `ids`
+                    cut = len(self.journal) - _JOURNAL_KEPT // 2
+                    del self.journal[:cut]
+                    self.journal_start += cut
                 return len(self.ids)
         else:
             mtime = os.stat(dir_fd).st_mtime_ns
@@ -55,8 +90,28 @@ class NameCount:
         self._list(dir_fd)
         return len(self.ids)
 
+    @property
+    def listening(self) -> bool:
+        """Whether a refresh reads the process's inotify queue (else it lists, or looks at
+        the mtime)."""
+        return self._sub is not None and self._sub.listening
+
+    def changes_since(self, epoch: int, seen: int) -> list[tuple[str, bool]] | None:
+        """The changes after the first `seen` ones of `epoch`, or None when they are no
+        longer kept (read `ids` whole, then go on from `epoch` and `end`)."""
+        if epoch != self.epoch or seen < self.journal_start:
+            return None
+        return self.journal[seen - self.journal_start :]
+
+    @property
+    def end(self) -> int:
+        """The number of changes applied in this epoch."""
+        return self.journal_start + len(self.journal)
+
     def _list(self, dir_fd: int) -> None:
         self.listings += 1
+        self.epoch += 1
+        self.journal, self.journal_start = [], 0
         self.ids = {i for name in os.listdir(dir_fd) if (i := paths.task_id_of(name))}
 
     def close(self) -> None:
@@ -66,14 +121,23 @@ class NameCount:
 
 
 class QueueCounts:
-    """processing/ and done/ of one queue; call counts() with `lock` held."""
+    """processing/ and done/ of one queue, each watched from its first count on (a worker's
+    process counts processing/ for a limited queue's claims, and never done/, whose events
+    would only cost it); call with `lock` held."""
 
     def __init__(self, qd: QueueDirs, changes: ChangeLog | None) -> None:
         self.lock = threading.Lock()
-        self.dirs = {d: NameCount(changes, qd.proc_path(d)) for d in COUNTED}
+        self.dirs: dict[str, NameCount] = {}
+        self._changes = changes
+
+    def of(self, qd: QueueDirs, directory: str) -> NameCount:
+        names = self.dirs.get(directory)
+        if names is None:
+            names = self.dirs[directory] = NameCount(self._changes, qd.proc_path(directory))
+        return names
 
     def counts(self, qd: QueueDirs) -> dict[str, int]:
-        return {d: self.dirs[d].refresh(qd.fd(d)) for d in COUNTED}
+        return {d: self.of(qd, d).refresh(qd.fd(d)) for d in COUNTED}
 
     def close(self) -> None:
         for count in self.dirs.values():
@@ -102,11 +166,31 @@ class DirCounts:
         with counts.lock:
             return set(_refreshed(counts, qd, directory).ids)
 
-    def count(self, qd: QueueDirs, directory: str) -> int:
-        """The task files in one counted directory of a held queue now (that one refreshed)."""
+    def since(self, qd: QueueDirs, directory: str, epoch: int, seen: int) -> Since:
+        """One counted directory of a held queue now: its count, and what changed in it after
+        a reader's `epoch` and `seen` (or, when those are no longer kept, all its ids)."""
         counts = self._queues_of(qd)
         with counts.lock:
-            return len(_refreshed(counts, qd, directory).ids)
+            names = counts.of(qd, directory)
+            names.journaling = True
+            read = names.listening
+            names.refresh(qd.fd(directory))
+            changes = names.changes_since(epoch, seen)
+            ids = set(names.ids) if changes is None else None
+            return Since(len(names.ids), names.epoch, names.end, changes, ids, read)
+
+    def count(self, qd: QueueDirs, directory: str) -> int:
+        """The task files in one counted directory of a held queue now (that one refreshed)."""
+        return self.counted(qd, directory)[0]
+
+    def counted(self, qd: QueueDirs, directory: str) -> tuple[int, bool]:
+        """count(), and whether the process's inotify queue was read for it."""
+        counts = self._queues_of(qd)
+        with counts.lock:
+            names = counts.of(qd, directory)
+            read = names.listening
+            names.refresh(qd.fd(directory))
+            return len(names.ids), read
 
     def _queues_of(self, qd: QueueDirs) -> QueueCounts:
         key = (qd.host, qd.queue)
@@ -135,6 +219,6 @@ class DirCounts:
 
 def _refreshed(counts: QueueCounts, qd: QueueDirs, directory: str) -> NameCount:
     """One counted directory of a queue, brought up to date (call with counts.lock held)."""
-    names = counts.dirs[directory]
+    names = counts.of(qd, directory)
     names.refresh(qd.fd(directory))
     return names

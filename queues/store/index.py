@@ -45,11 +45,13 @@ class PendingIndex:
         # task moves again.
         self._stale = False
 
-    def refresh(self, *, exact: bool = False) -> None:
+    def refresh(self, *, exact: bool = False, read: bool = True) -> None:
         """Learn what changed in pending/. `exact`: even without inotify, where a directory's
-        mtime may not move for a change made in the same clock tick as the last look."""
+        mtime may not move for a change made in the same clock tick as the last look. `read`
+        False: from what the process's inotify queue held at its last read (the caller's own
+        thread has just read it all)."""
         if self._sub is not None and self._sub.listening:
-            overflowed, names = self._sub.drain()
+            overflowed, names = self._sub.drain(read=read)
             own, self._own = self._own, {}
             if not overflowed and not self._stale:
                 for name, present in names.items():

@@ -271,10 +271,12 @@ class Subscription:
             else:
                 self.names[name] = AGAIN if name in self.names else True
 
-    def drain(self) -> tuple[bool, dict[str, bool | int]]:
-        """Everything queued in the kernel up to now, then what it says about this directory."""
+    def drain(self, *, read: bool = True) -> tuple[bool, dict[str, bool | int]]:
+        """Everything queued in the kernel up to now, then what it says about this directory
+        (read False: up to the last read, for a caller whose thread has just made one)."""
         with self.source.lock:
-            self.source.read_queued()
+            if read:
+                self.source.read_queued()
             overflowed, names = self.overflowed, self.names
             self.overflowed, self.names = False, {}
         return overflowed, names
@@ -297,13 +299,13 @@ class ChangeLog:
     def fd(self) -> int:
         return self._inotify.fd
 
-    def subscribe(self, dir_path: str) -> Subscription | None:
+    def subscribe(self, dir_path: str, mask: int = ENTRIES) -> Subscription | None:
         """The names changing in one directory, or None without inotify (list it instead)."""
         if not self.available:
             return None
         sub = Subscription(self)
         with self.lock:
-            wd = self._inotify.add_watch(dir_path, ENTRIES)
+            wd = self._inotify.add_watch(dir_path, mask)
             if wd < 0:
                 return None
             sub.wd = wd

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Protocol
 
 from . import files
 from .errors import InvalidName, NotFound, StorageUnavailable
@@ -78,6 +79,10 @@ def open_dir(parent_fd: int, name: str, *, create: bool, fsync: files.Durable = 
     return open_dir(parent_fd, name, create=False)
 
 
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
 class QueueDirs:
     """Open descriptors of one queue's directories: pending, processing, done, keys, quarantine,
     dependents.
@@ -91,6 +96,9 @@ class QueueDirs:
         self.host, self.queue = validate_host(host), validate_queue(queue)
         self.fds: dict[str, int] = {}
         self.users = 0
+        # what another module keeps open beside the directories, closed with them (limits.py:
+        # the queue's flow.json and its gate's counts)
+        self.attached: dict[str, Closable] = {}
         opened: list[int] = []
         try:
             host_fd = open_dir(root_fd, host, create=create, fsync=fsync)
@@ -122,6 +130,9 @@ class QueueDirs:
         return f"/proc/self/fd/{self.fd(name)}"
 
     def close(self) -> None:
+        for extra in self.attached.values():
+            extra.close()
+        self.attached = {}
         for fd in self.fds.values():
             files.forget_device(fd)
             os.close(fd)

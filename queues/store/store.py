@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import (
     claiming,
-    limits,
+    gate,
     listing,
     operating,
     producing,
@@ -282,7 +282,7 @@ class QueueStore:
     ) -> FlowState:
         """The queue's flow control now: processing, the bucket's fill, processing per key."""
         with self.core.queue_dirs(host, queue) as qd:
-            return limits.flow_state(qd, settings, now_ms(now), self.core.dir_counts)
+            return gate.flow_state(qd, settings, now_ms(now), self.core.dir_counts)
 
     # -- workers ----------------------------------------------------------------------------
 

@@ -603,6 +603,7 @@ class PostgresStore:
                 gate = limits.Gate(conn, host, queue, settings, now=now, live=live,
                                    max_tasks=max_tasks)  # fmt: skip
                 found = [(record,) for record in gate.candidates()]
+                now = gate.now
             else:
                 found = conn.execute(
                     "SELECT record::text FROM th_tasks"

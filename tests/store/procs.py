@@ -373,15 +373,16 @@ def crash_in_limited_claim(config: StoreConfig, settings: QueueSettings, now: in
 
 
 def rated_claimer(opener: StoreOpener, settings: QueueSettings, seconds: float, start: Any,
-                  out: Any) -> None:  # fmt: skip
-    """Claim one at a time, as fast as the rate limit lets, for `seconds`; report how many."""
+                  out: Any, max_tasks: int = 1) -> None:  # fmt: skip
+    """Claim up to `max_tasks` at a time, as fast as the rate limit lets, for `seconds`;
+    report how many."""
     store = opener.open()
     start.wait()
     deadline, got, errors = time.monotonic() + seconds, 0, []
     while time.monotonic() < deadline:
         try:
             got += len(store.wait_claim(HOST, QUEUE, settings=settings, worker="rated",
-                                        wait_seconds=0.5))  # fmt: skip
+                                        wait_seconds=0.5, max_tasks=max_tasks))  # fmt: skip
         except Exception as exc:  # any error at all fails the test
             errors.append(repr(exc))
             break
@@ -396,3 +397,24 @@ def limited_endless_claimer(opener: StoreOpener, settings: QueueSettings, claime
         for task in store.wait_claim(HOST, QUEUE, settings=settings, worker="doomed",
                                      wait_seconds=1, max_tasks=2):  # fmt: skip
             claimed.put(task.id)
+
+
+def flow_hand(opener: StoreOpener, settings: QueueSettings, orders: Any, answers: Any) -> None:
+    """Claim or finish as told, one order at a time, with one store kept open (its process's
+    view of the queue's flow carried from order to order): ("claim", max_tasks) answers the
+    claimed ids, ("finish", [(id, attempt), ...]) answers []; None ends it."""
+    store = opener.open()
+    while (order := orders.get()) is not None:
+        verb, arg = order
+        try:
+            if verb == "claim":
+                tasks = store.claim(HOST, QUEUE, settings=settings, worker="hand", max_tasks=arg)
+                answers.put([t.id for t in tasks])
+            else:
+                for task_id, attempt in arg:
+                    store.finish(HOST, QUEUE, task_id, settings=settings, worker="hand",
+                                 attempt=attempt, result={"ok": 1})  # fmt: skip
+                answers.put([])
+        except Exception as exc:  # any error at all fails the test
+            answers.put(repr(exc))
+    store.close()

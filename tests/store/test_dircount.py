@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 
+import pytest
+
 from queues.store import paths
 from queues.store.dircount import DirCounts, NameCount
 from queues.store.inotify import IN_Q_OVERFLOW, changes
@@ -133,3 +135,37 @@ def test_a_store_with_one_open_queue_counts_each_queue_right(tmp_path):
             assert running == ((turn + 2) // 2, (turn + 1) // 2)
     finally:
         h.close()
+
+
+def test_a_reader_of_changes_gets_them_in_order_or_every_id_when_they_were_not_kept(h, monkeypatch):
+    """DirCounts.since (the flow gate's keys follow processing/ by it): the changes after the
+    reader's last look, in order; every id instead after lost events (a listing) or when the
+    reader fell further behind than the changes kept."""
+    if not changes().available:
+        pytest.skip("without inotify every change is a listing: the reader always gets ids")
+    from queues.store import dircount
+
+    for n in range(8):
+        h.post(now=T0 + n)
+    qd = h.held(create=True)
+    dirs = h.store.core.dir_counts
+    first = dirs.since(qd, "processing", -1, 0)
+    assert (first.total, first.changes, first.ids) == (0, None, set())
+    a, b = h.claim(), h.claim()
+    now = dirs.since(qd, "processing", first.epoch, first.end)
+    assert now.total == 2 and now.changes == [(a.id, True), (b.id, True)] and now.ids is None
+    h.store.finish(HOST, QUEUE, a.id, settings=SETTINGS, worker="box-1", attempt=1,
+                   result=None, now=T0 + 2000)  # fmt: skip
+    again = dirs.since(qd, "processing", now.epoch, now.end)
+    assert again.total == 1 and again.changes == [(a.id, False)]
+    log = changes()
+    with log.lock:  # the kernel's queue overflowed: processing/ is listed again
+        log._dispatch(-1, IN_Q_OVERFLOW, "")
+    lost = dirs.since(qd, "processing", again.epoch, again.end)
+    assert lost.epoch != again.epoch and (lost.changes, lost.ids) == (None, {b.id})
+    monkeypatch.setattr(dircount, "_JOURNAL_KEPT", 4)  # so that a few claims outrun it
+    claimed = [h.claim().id for _ in range(5)]
+    behind = dirs.since(qd, "processing", lost.epoch, lost.end)
+    assert behind.changes is None and behind.ids == {b.id, *claimed} and behind.total == 6
+    recent = dirs.since(qd, "processing", behind.epoch, behind.end)
+    assert recent.changes == [] and recent.epoch == behind.epoch
