@@ -4,9 +4,11 @@ DRF's negotiation parses the Accept header and the query string on every request
 the header builds `request.headers` from the whole WSGI environment: together about a tenth of
 a claim's time in the server. Nearly every API call says `Accept: application/json`, `*/*` or
 nothing, with no `?format=`; for those DRF's answer is always the first renderer when that one
-is JSON, so it is given at once. Anything else goes through DRF unchanged.
+is JSON, so it is given at once. Anything else goes through DRF unchanged. The hot endpoints'
+plain views (queues.api.plain) take only the requests this shortcut answers.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -19,23 +21,27 @@ JSON = "application/json"
 PLAIN_ACCEPTS = frozenset({None, "*/*", JSON})
 
 
+def answers_json(meta: Mapping[str, Any], format_override: str | None) -> bool:
+    """Whether DRF's negotiation answers a view whose first renderer is JSON with that one,
+    read from the WSGI environment alone: a plain Accept and no query string that could hold
+    the `format_override` parameter (percent-encoded or not)."""
+    if meta.get("HTTP_ACCEPT") not in PLAIN_ACCEPTS:
+        return False
+    query = meta.get("QUERY_STRING", "")
+    return not (
+        query and format_override is not None and (format_override in query or "%" in query)
+    )
+
+
 class JsonFirstNegotiation(DefaultContentNegotiation):
     def select_renderer(
         self, request: Request, renderers: list[BaseRenderer], format_suffix: Any = None
     ) -> tuple[BaseRenderer, str]:
-        meta = request.META
         if (
             not format_suffix
             and renderers
             and renderers[0].media_type == JSON
-            and meta.get("HTTP_ACCEPT") in PLAIN_ACCEPTS
-            and not self._may_name_a_format(meta.get("QUERY_STRING", ""))
+            and answers_json(request.META, self.settings.URL_FORMAT_OVERRIDE)
         ):
             return renderers[0], JSON
         return super().select_renderer(request, renderers, format_suffix)
-
-    def _may_name_a_format(self, query: str) -> bool:
-        """Whether the query string could hold DRF's ?format= override (percent-encoded or
-        not); most API calls have no query string at all."""
-        name = self.settings.URL_FORMAT_OVERRIDE
-        return bool(query) and name is not None and (name in query or "%" in query)
