@@ -15,6 +15,7 @@ candidates), files (every disk-changing call), paths, eventlog, archive, inotify
 from .batch import MAX_BATCH, PostEntry, Report
 from .errors import (
     CorruptRecord,
+    GroupClosed,
     IdempotencyKeyReused,
     InvalidItem,
     InvalidName,
@@ -51,6 +52,7 @@ __all__ = [
     "CorruptRecord",
     "EventLog",
     "Found",
+    "GroupClosed",
     "IdempotencyKeyReused",
     "InvalidItem",
     "InvalidName",

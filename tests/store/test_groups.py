@@ -1,0 +1,181 @@
+"""Groups with a callback on both stores: a group is open until a post that gives onComplete
+closes it, and once every member of a closed group has ended its callback task is posted
+exactly once, its item carrying the group's outcome."""
+
+from __future__ import annotations
+
+import pytest
+
+from queues.store import GroupClosed, InvalidRequest, NotFound, QueueSettings
+from queues.store.batch import OnComplete, PostEntry
+
+from . import procs
+from .conftest import HOST, QUEUE, T0
+
+LONG = procs.LONG
+W = {"settings": LONG, "worker": "box-1", "attempt": 1}
+CALLBACKS = "reports"
+
+
+def _on_complete(item=None, settings=LONG):
+    return OnComplete(queue=CALLBACKS, item=item or {"report": "nightly"}, settings=settings)
+
+
+def _post(h, n, group="g1", on_complete=None, now=T0):
+    return h.post({"n": n}, settings=LONG, group=group, on_complete=on_complete, now=now)
+
+
+def _run(h, task_id, now, outcome="result"):
+    [claimed] = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now)
+    assert claimed.id == task_id
+    if outcome == "result":
+        h.store.finish(HOST, QUEUE, task_id, result={"ok": 1}, now=now + 1, **W)
+    else:
+        h.store.fail(HOST, QUEUE, task_id, result={"no": 1}, now=now + 1, **W)
+
+
+def _callbacks(h):
+    try:
+        page = h.store.list_tasks(HOST, CALLBACKS, limit=50)
+    except NotFound:
+        return []
+    return page.tasks
+
+
+def test_a_closed_group_posts_its_callback_once_every_member_ended(h):
+    a = _post(h, 1)
+    b = _post(h, 2, on_complete=_on_complete())
+    assert a.group == "g1" and a.status_view()["group"] == "g1"
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "closed" and view["posted"] == 2 and view["ended"] == 0
+    assert view["onCompleteQueue"] == CALLBACKS and view["callback"] is None
+    _run(h, a.id, T0 + 10)
+    assert _callbacks(h) == []
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["counts"]["finished"] == 1
+    _run(h, b.id, T0 + 20)
+    [callback] = _callbacks(h)
+    outcome = callback.item["group"]
+    assert callback.item["report"] == "nightly" and callback.posted_by == "alice"
+    assert outcome == {
+        "id": "g1",
+        "queue": QUEUE,
+        "total": 2,
+        "counts": {"finished": 2, "failed": 0, "cancelled": 0, "gone": 0},
+        "unfinished": [],
+        "unfinishedCount": 0,
+    }
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "called_back" and view["running"] == 0
+    assert view["callback"] == {"queue": CALLBACKS, "id": callback.id}
+    # the sweep finds nothing to do, and posts nothing more
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 30)
+    assert [t.id for t in _callbacks(h)] == [callback.id]
+
+
+def test_an_open_group_never_calls_back_even_when_every_member_ended(h):
+    a = _post(h, 1)
+    _run(h, a.id, T0 + 10)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 100_000)
+    assert _callbacks(h) == []
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["state"] == "open"
+    c = _post(h, 3, on_complete=_on_complete(), now=T0 + 200)  # closes it, as its last member
+    assert _callbacks(h) == []
+    _run(h, c.id, T0 + 300)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["total"] == 2
+
+
+def test_a_closed_group_refuses_more_members_and_nothing_is_written(h):
+    _post(h, 1, on_complete=_on_complete())
+    before = h.store.read_group(HOST, QUEUE, "g1")
+    with pytest.raises(GroupClosed):
+        _post(h, 2)
+    with pytest.raises(GroupClosed):
+        h.store.post_many(HOST, QUEUE, [PostEntry(item={"n": 3})], settings=LONG,
+                          posted_by="alice", now=T0, group="g1")  # fmt: skip
+    assert h.store.read_group(HOST, QUEUE, "g1") == before
+    assert h.count("pending") == 1
+    _post(h, 4, group="g2")  # another group of the queue is its own
+
+
+def test_members_that_did_not_finish_are_counted_and_named_once(h):
+    settings = QueueSettings(queue_seconds=LONG.queue_seconds, lease_seconds=3600, max_attempts=1)
+    a = h.post({"n": 1}, settings=settings, group="g1")
+    b = h.post({"n": 2}, settings=settings, group="g1")
+    c = h.post({"n": 3}, settings=settings, group="g1", on_complete=_on_complete())
+    h.store.cancel(HOST, QUEUE, c.id, settings=settings, now=T0 + 5)
+    _run(h, a.id, T0 + 10, outcome="fail")
+    # a member retried after its ending counts as it first ended, once
+    h.store.retry(HOST, QUEUE, a.id, settings=settings, now=T0 + 20)
+    claimed = h.store.claim(HOST, QUEUE, settings=settings, worker="box-1", now=T0 + 30,
+                            max_tasks=2)  # fmt: skip
+    assert {t.id for t in claimed} == {a.id, b.id}
+    for task in claimed:
+        h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 40,
+                       settings=settings, worker="box-1", attempt=task.attempts)  # fmt: skip
+    [callback] = _callbacks(h)
+    outcome = callback.item["group"]
+    assert outcome["counts"] == {"finished": 1, "failed": 1, "cancelled": 1, "gone": 0}
+    assert outcome["unfinished"] == sorted([a.id, c.id]) and outcome["unfinishedCount"] == 2
+
+
+def test_a_batch_post_gives_its_entries_a_group_and_closes_it(h):
+    results = h.store.post_many(
+        HOST,
+        QUEUE,
+        [PostEntry(item={"n": i}) for i in range(5)],
+        settings=LONG,
+        posted_by="alice",
+        now=T0,
+        group="batch-1",
+        on_complete=_on_complete(),
+    )
+    assert {r.task.group for r in results} == {"batch-1"}
+    view = h.store.read_group(HOST, QUEUE, "batch-1").view()
+    assert view["state"] == "closed" and view["posted"] == 5
+    claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 10, max_tasks=5)
+    for task in claimed:
+        h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 20, **W)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["counts"]["finished"] == 5
+
+
+def test_a_replayed_closing_post_answers_its_first_task_and_adds_no_member(h):
+    first = h.store.post(HOST, QUEUE, {"n": 1}, settings=LONG, posted_by="alice", now=T0,
+                         idempotency_key="k1", group="g1", on_complete=_on_complete())  # fmt: skip
+    again = h.store.post(HOST, QUEUE, {"n": 1}, settings=LONG, posted_by="alice", now=T0 + 5,
+                         idempotency_key="k1", group="g1", on_complete=_on_complete())  # fmt: skip
+    assert again.replayed and again.task.id == first.task.id
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["posted"] == 1
+    _run(h, first.task.id, T0 + 10)
+    assert len(_callbacks(h)) == 1
+
+
+@pytest.mark.parametrize(
+    "group", ["", "Upper", "a/b", "-lead", "x" * 65, "dots.in.it", 7, "caf\u00e9", "a\x00"]
+)
+def test_a_bad_group_name_is_refused_and_nothing_is_posted(h, group):
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, group=group)
+    assert h.count("pending") == 0
+
+
+def test_on_complete_is_checked_before_anything_is_posted(h):
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, group=None, on_complete=_on_complete())  # onComplete needs a group
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, on_complete=OnComplete(queue="Bad Queue", item={}, settings=LONG))
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, on_complete=OnComplete(queue=CALLBACKS, item=[1], settings=LONG))
+    assert h.count("pending") == 0
+    with pytest.raises(NotFound):
+        h.store.read_group(HOST, QUEUE, "g1")
+
+
+def test_an_unknown_or_invalid_group_is_not_found(h):
+    _post(h, 1)
+    for group in ("g2", "../g1", "G1", ""):
+        with pytest.raises(NotFound):
+            h.store.read_group(HOST, QUEUE, group)
+    with pytest.raises(NotFound):
+        h.store.read_group(HOST, "otherqueue", "g1")
