@@ -183,7 +183,8 @@ def register(
             pass  # made now, so an ending never has to make a directory
         count.save(dataclasses.replace(counts, posted=counts.posted + len(tasks)), fsync=fsync)
         if on_complete is not None:  # after the count: `closed` never sees fewer members
-            files.write_durable(gfd, CLOSED, _closing(on_complete, posted_by), fsync=fsync)
+            closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
+            files.write_durable(gfd, CLOSED, closing, fsync=fsync)
 
 
 def unregister(
@@ -269,7 +270,7 @@ def _call_back(core: QueueCore, qd: QueueDirs, gfd: int, group: str, *, now: int
     post one task: the post's Idempotency-Key (rules.callback_key) makes the second a replay."""
     if _exists(gfd, CALLBACK):
         return
-    on_complete, posted_by = _closing_of(files.read_at(gfd, CLOSED))
+    on_complete, posted_by = rules.closing_of(orjson.loads(files.read_at(gfd, CLOSED)))
     with _locked(gfd) as count:
         counts = count.counts
     if counts is None or not _due(gfd, counts):
@@ -300,23 +301,6 @@ def _unfinished(gfd: int) -> list[str]:
     return sorted(
         {line.decode() for line in data.split(b"\n") if paths.task_id_of(line.decode() + ".json")}
     )
-
-
-def _closing(on_complete: OnComplete, posted_by: str | None) -> bytes:
-    return orjson.dumps(
-        {
-            "queue": on_complete.queue,
-            "item": on_complete.item,
-            "settings": dataclasses.asdict(on_complete.settings),
-            "postedBy": posted_by,
-        }
-    )
-
-
-def _closing_of(data: bytes) -> tuple[OnComplete, str | None]:
-    spec = orjson.loads(data)
-    settings = QueueSettings(**spec["settings"])
-    return OnComplete(queue=spec["queue"], item=spec["item"], settings=settings), spec["postedBy"]
 
 
 # -- the sweep's recount -----------------------------------------------------------------------

@@ -6,6 +6,7 @@ store only reads the record under its own lock and writes what these return.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,23 @@ def check_group(group: Any, on_complete: OnComplete | None, host: str) -> str | 
             raise InvalidRequest("onComplete.item must be a JSON object.")
         posting.check_item(on_complete.item, on_complete.settings)
     return group
+
+
+def closing_record(on_complete: OnComplete, posted_by: str | None) -> dict[str, Any]:
+    """What a group keeps of the post that closed it: its callback, and who posted it."""
+    return {
+        "queue": on_complete.queue,
+        "item": on_complete.item,
+        "settings": dataclasses.asdict(on_complete.settings),
+        "postedBy": posted_by,
+    }
+
+
+def closing_of(record: dict[str, Any]) -> tuple[OnComplete, str | None]:
+    """closing_record's record read back: the callback, and who posted the closing post."""
+    settings = QueueSettings(**record["settings"])
+    on_complete = OnComplete(queue=record["queue"], item=record["item"], settings=settings)
+    return on_complete, record["postedBy"]
 
 
 def group_state(counts: GroupCounts, *, closed: bool, called_back: bool) -> str:

@@ -4,10 +4,15 @@ exactly once, its item carrying the group's outcome."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import shutil
+import signal
+import time
+
 import pytest
 
 from queues.store import GroupClosed, InvalidRequest, NotFound, QueueSettings
-from queues.store.batch import OnComplete, PostEntry
+from queues.store.batch import OnComplete, PostEntry, Report
 
 from . import procs
 from .conftest import HOST, QUEUE, T0
@@ -179,3 +184,128 @@ def test_an_unknown_or_invalid_group_is_not_found(h):
             h.store.read_group(HOST, QUEUE, group)
     with pytest.raises(NotFound):
         h.store.read_group(HOST, "otherqueue", "g1")
+
+
+def _big_group(h, n, now):
+    """A closed group of n members, all ended but the last one, which box-1 holds."""
+    for start in range(0, n, 100):
+        last = start + 100 >= n
+        entries = [PostEntry(item={"n": i}) for i in range(start, min(n, start + 100))]
+        h.store.post_many(HOST, QUEUE, entries, settings=LONG, posted_by="alice", now=now,
+                          group="big", on_complete=_on_complete() if last else None)  # fmt: skip
+    ended = 0
+    while True:
+        claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now, max_tasks=100)
+        if ended + len(claimed) == n:
+            held, claimed = claimed[-1], claimed[:-1]
+        reports = [Report(task_id=t.id, attempt=1, outcome="result", result={}) for t in claimed]
+        if reports:
+            h.store.finish_many(HOST, QUEUE, reports, settings=LONG, worker="box-1", now=now)
+        ended += len(claimed)
+        if ended == n - 1:
+            return held
+
+
+def _one_callback(h, n):
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["counts"]["finished"] == n
+    view = h.store.read_group(HOST, QUEUE, "big").view()
+    assert view["state"] == "called_back" and view["callback"]["id"] == callback.id
+    assert view["ended"] == view["posted"] == n
+    return callback
+
+
+@pytest.mark.slow
+@pytest.mark.files_only("the file store's disk calls are where the kill is put")
+def test_ten_thousand_members_call_back_once_whichever_step_the_last_ending_is_killed_at(
+    tmp_path,
+):
+    n = 10_000
+    from .conftest import Harness
+
+    h = Harness(tmp_path / "store")
+    now = int(time.time() * 1000)
+    last = _big_group(h, n, now)
+    assert _callbacks(h) == []
+    h.close()
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(h.config.items_dir, snapshot, symlinks=True)
+    ctx = mp.get_context("fork")
+    called_by_sweep = 0
+    for k in range(1, 60):
+        shutil.rmtree(h.config.items_dir)
+        shutil.copytree(snapshot, h.config.items_dir, symlinks=True)
+        h.reopen()
+        child = ctx.Process(target=procs.finish_and_kill, args=(h.config, last.id, k))
+        child.start()
+        child.join(60)
+        assert child.exitcode in (0, -signal.SIGKILL), (k, child.exitcode)
+        h.reopen()
+        finished = h.store.read(HOST, QUEUE, last.id).status.value == "finished"
+        before_sweep = len(_callbacks(h))
+        assert before_sweep <= 1, k
+        h.store.sweep_queue(HOST, QUEUE, LONG, now=now + 1000)
+        if finished:
+            callback = _one_callback(h, n)
+            called_by_sweep += before_sweep == 0
+            h.store.sweep_queue(HOST, QUEUE, LONG, now=now + 2000)  # and after the recovery
+            assert [t.id for t in _callbacks(h)] == [callback.id], k
+        else:
+            assert _callbacks(h) == [], k  # the ending did not happen: nor did the callback
+        if child.exitcode == 0:
+            break
+    else:
+        pytest.fail("the finish never completed")
+    assert k > 10 and called_by_sweep >= 3  # kills fell between the ending and the callback
+    h.close()
+
+
+@pytest.mark.files_only("the file store's disk calls are where the kill is put")
+def test_a_kill_between_the_ending_and_the_callback_is_posted_once_by_two_sweeps_at_once(tmp_path):
+    from .conftest import Harness
+
+    h = Harness(tmp_path)
+    now = int(time.time() * 1000)
+    last = _big_group(h, 5, now)
+    ctx = mp.get_context("fork")
+    # the finish's record, then its log line, then the group's marker: kill inside the group
+    for k in range(1, 60):
+        child = ctx.Process(target=procs.finish_and_kill, args=(h.config, last.id, k))
+        child.start()
+        child.join(60)
+        if h.store.read(HOST, QUEUE, last.id).status.value == "finished":
+            break
+    assert child.exitcode == -signal.SIGKILL and _callbacks(h) == []
+    h.close()
+    h.reopen()
+    spawn = mp.get_context("spawn")
+    out, start = spawn.Queue(), spawn.Event()
+    sweeps = [spawn.Process(target=procs.sweeper, args=(h.opener(), now + 1000, start, out))
+              for _ in range(2)]  # fmt: skip
+    for p in sweeps:
+        p.start()
+    start.set()
+    assert [out.get(timeout=60) for _ in sweeps] == [None, None]
+    for p in sweeps:
+        p.join(30)
+    _one_callback(h, 5)
+
+
+def test_two_processes_ending_the_last_members_at_once_post_one_callback(h):
+    now = int(time.time() * 1000)
+    _post(h, 1, group="race", now=now)
+    _post(h, 2, group="race", on_complete=_on_complete(), now=now)
+    claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now, max_tasks=2)
+    ctx = mp.get_context("spawn")
+    out, start = ctx.Queue(), ctx.Event()
+    enders = [
+        ctx.Process(target=procs.finisher, args=(h.opener(), t.id, start, out)) for t in claimed
+    ]
+    for p in enders:
+        p.start()
+    start.set()
+    assert [out.get(timeout=60) for _ in enders] == [None, None]
+    for p in enders:
+        p.join(30)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["counts"]["finished"] == 2
