@@ -3,6 +3,8 @@ posted once when the group is closed and every member has ended.
 
 A group lives in its queue's groups/ directory, `groups/<group>/`:
 
+    owner        the producer whose post made the group (null: a public post's); another
+                 producer's post naming the group is refused as if it did not exist
     count        posted, ended, and the ended by outcome (GROUP_OUTCOMES): a fixed-size
                  record rewritten in place (files.write_record) under an flock on it, the
                  group's one lock
@@ -47,6 +49,7 @@ from .settings import QueueSettings
 
 COUNT, MEMBERS, ENDED = "count", "members", "ended"
 CLOSED, CALLBACK, UNFINISHED = "closed", "callback", "unfinished"
+OWNER = "owner"  # the producer of the group's first post: only its posts join the group
 _WIDTH = 16  # digits of each count, written whole: a record never changes its size
 _NUMBERS = 2 + len(GROUP_OUTCOMES)
 _RECORD_SIZE = _NUMBERS * (_WIDTH + 1)
@@ -170,6 +173,7 @@ def register(
     the group after them. GroupClosed if a post closed it already."""
     fsync = core.fsync
     with _group_dir(qd, group, create=True, fsync=fsync) as gfd, _locked(gfd) as count:
+        _check_owner(gfd, posted_by, fsync=fsync)
         if _exists(gfd, CLOSED):
             raise GroupClosed()
         counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
@@ -185,6 +189,18 @@ def register(
         if on_complete is not None:  # after the count: `closed` never sees fewer members
             closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
             files.write_durable(gfd, CLOSED, closing, fsync=fsync)
+
+
+def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> None:
+    """Under the lock: the first post makes the group its producer's; NotFound (the tenant
+    rule) for a post of anyone else."""
+    try:
+        owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
+    except FileNotFoundError:
+        files.write_durable(gfd, OWNER, orjson.dumps({"postedBy": posted_by}), fsync=fsync)
+        return
+    if owner != posted_by:
+        raise NotFound()
 
 
 def unregister(
@@ -436,6 +452,9 @@ def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
         callback: dict[str, Any] | None = None
         with contextlib.suppress(FileNotFoundError):
             callback = orjson.loads(files.read_at(gfd, CALLBACK))
+        owner: str | None = None
+        with contextlib.suppress(FileNotFoundError):
+            owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
     state = rules.group_state(counts, closed=closing is not None, called_back=callback is not None)
     return GroupView(
         host=host,
@@ -443,6 +462,7 @@ def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
         group=group,
         state=state,
         counts=counts,
+        posted_by=owner,
         on_complete_queue=None if closing is None else closing["queue"],
         callback=None if callback is None else (callback["queue"], callback["id"]),
     )

@@ -84,6 +84,7 @@ class GroupView:
     group: str
     state: str
     counts: GroupCounts
+    posted_by: str | None  # the group's producer (its first post's); None: public
     on_complete_queue: str | None
     callback: tuple[str, str] | None  # (queue, id)
 
@@ -93,6 +94,7 @@ class GroupView:
             "host": self.host,
             "queue": self.queue,
             "state": self.state,
+            "postedBy": self.posted_by,
             "posted": self.counts.posted,
             "ended": self.counts.ended,
             "running": self.counts.posted - self.counts.ended,

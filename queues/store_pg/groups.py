@@ -33,7 +33,8 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 # the counts in the order of GROUP_OUTCOMES, then the closing post's onComplete and the callback
 _LOCK = (
     "SELECT posted, ended, finished, failed, cancelled, gone, on_complete::text,"
-    " callback_queue, callback_id FROM th_groups WHERE host = %s AND queue = %s AND grp = %s"
+    " callback_queue, callback_id, posted_by FROM th_groups"
+    " WHERE host = %s AND queue = %s AND grp = %s"
 )
 _COUNTED = {
     outcome: sql.SQL(
@@ -67,10 +68,14 @@ def register(
     host, queue = tasks[0].host, tasks[0].queue
     key = (host, queue, group)
     conn.execute(
-        "INSERT INTO th_groups (host, queue, grp) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", key
+        "INSERT INTO th_groups (host, queue, grp, posted_by) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT DO NOTHING",
+        (*key, posted_by),
     )
     found = conn.execute(_LOCK + " FOR UPDATE", key).fetchone()
     assert found is not None, "inserted above, or there already"
+    if found[-1] != posted_by:
+        raise NotFound()  # another producer's group: as if it did not exist
     if found[len(GROUP_OUTCOMES) + 2] is not None:
         raise GroupClosed()
     with conn.cursor() as cur:
@@ -178,6 +183,7 @@ def read_group(conn: Conn, host: str, queue: str, group: str) -> GroupView:
             counts, closed=closing is not None, called_back=callback is not None
         ),
         counts=counts,
+        posted_by=found[-1],
         on_complete_queue=None if closing is None else orjson.loads(closing)["queue"],
         callback=callback,
     )

@@ -105,6 +105,7 @@ CREATE TABLE IF NOT EXISTS th_groups (
     host varchar(253) NOT NULL,
     queue varchar(64) NOT NULL,
     grp varchar(64) NOT NULL,
+    posted_by text,
     posted bigint NOT NULL DEFAULT 0,
     ended bigint NOT NULL DEFAULT 0,
     finished bigint NOT NULL DEFAULT 0,

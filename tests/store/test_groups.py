@@ -179,6 +179,17 @@ def test_on_complete_is_checked_before_anything_is_posted(h):
         h.store.read_group(HOST, QUEUE, "g1")
 
 
+def test_a_group_is_its_first_producers_and_anothers_post_to_it_is_not_found(h):
+    _post(h, 1)
+    with pytest.raises(NotFound):
+        h.post({"n": 2}, settings=LONG, group="g1", posted_by="bob")
+    with pytest.raises(NotFound):
+        h.post({"n": 3}, settings=LONG, group="g1", posted_by=None)  # a public post
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["postedBy"] == "alice" and view["posted"] == 1
+    assert h.count("pending") == 1
+
+
 def test_an_unknown_or_invalid_group_is_not_found(h):
     _post(h, 1)
     for group in ("g2", "../g1", "G1", ""):
