@@ -12,7 +12,7 @@ held while a verb uses it), copies (a task's copies and its lock), posting, inde
 candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
 """
 
-from .batch import MAX_BATCH, PostEntry, Report
+from .batch import MAX_BATCH, OnComplete, PostEntry, Report
 from .errors import (
     CorruptRecord,
     GroupClosed,
@@ -37,7 +37,7 @@ from .errors import (
 from .eventlog import EventLog
 from .paths import STATE_DIRS
 from .records import STATUSES, Lease, State, Task
-from .results import ANY, PostResult, QueueStats, Reported, TaskPage
+from .results import ANY, GroupView, PostResult, QueueStats, Reported, TaskPage
 from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
 from .store import QueueStore, preview_sweep, sweep_all, sweep_queue
@@ -53,6 +53,7 @@ __all__ = [
     "EventLog",
     "Found",
     "GroupClosed",
+    "GroupView",
     "IdempotencyKeyReused",
     "InvalidItem",
     "InvalidName",
@@ -67,6 +68,7 @@ __all__ = [
     "NotRequeueable",
     "NotRetryable",
     "NotWaiting",
+    "OnComplete",
     "OrderKey",
     "PayloadTooLarge",
     "PostEntry",
