@@ -250,26 +250,31 @@ def _note(
         with _locked(gfd) as count:
             if count.counts is None:
                 return  # torn: the sweep recounts it
-            count.save(_mark(core, gfd, count.counts, ended), fsync=core.fsync)
+            # unsynced, as the markers: what a power cut takes, the recount brings back
+            count.save(_mark(gfd, count.counts, ended), fsync=False)
             due = _due(gfd, count.counts)
         if due:
             _call_back(core, qd, gfd, group, now=now)
 
 
-def _mark(
-    core: QueueCore, gfd: int, counts: GroupCounts, ended: list[tuple[str, str]]
-) -> GroupCounts:
-    """Each member's ending marked and counted, unless it was already (under the lock)."""
-    with _subdir(gfd, ENDED, create=True, fsync=core.fsync) as ended_fd:
+def _mark(gfd: int, counts: GroupCounts, ended: list[tuple[str, str]]) -> GroupCounts:
+    """Each member's ending marked and counted, unless it was already (under the lock).
+
+    Not synced: the ending's own record is (before this), and the markers, `unfinished` and the
+    count are all made again from the members' records by the sweep's recount. A process's
+    crash leaves them in the page cache; a power cut may take them (or leave a marker empty:
+    the recount reads such a member's record), which delays the callback to the next sweep,
+    as a crash before them does. So an ending pays no fsync for its group."""
+    with _subdir(gfd, ENDED, create=True, fsync=False) as ended_fd:
         assert ended_fd is not None
         for task_id, outcome in ended:
-            temp = files.write_temp(ended_fd, outcome.encode(), fsync=core.fsync)
+            temp = files.write_temp(ended_fd, outcome.encode(), fsync=False)
             try:
-                files.publish_new(ended_fd, temp, task_id, fsync=core.fsync)
+                files.publish_new(ended_fd, temp, task_id, fsync=False)
             except FileExistsError:
                 continue  # it ended before (then a retry ran it again): it counts once
             if outcome != State.FINISHED.value:
-                files.append_line_at(gfd, UNFINISHED, task_id.encode(), fsync=core.fsync)
+                files.append_line_at(gfd, UNFINISHED, task_id.encode(), fsync=False)
             counts = counts.counted(outcome)
     return counts
 
@@ -385,8 +390,8 @@ def _recount(core: QueueCore, qd: QueueDirs, gfd: int, count: _Count, now: int) 
                     late.append((task_id, outcome))
         counts = count.counts
         if late or counts is None or counts.posted != len(members) or counts.ended != len(ended):
-            _mark(core, gfd, GroupCounts(), late)  # markers and lines only: counted below
-            counts = _count_markers(gfd, ended_fd, len(members))
+            _mark(gfd, GroupCounts(), late)  # markers and lines only: counted below
+            counts = _count_markers(qd, gfd, ended_fd, len(members))
             count.save(counts, fsync=core.fsync)
     return counts
 
@@ -412,8 +417,9 @@ def _outcome(qd: QueueDirs, members_fd: int | None, task_id: str, now: int) -> s
     return "gone" if now - made >= rules.GROUP_GONE_MS else None
 
 
-def _count_markers(gfd: int, ended_fd: int, posted: int) -> GroupCounts:
-    """The count as the markers tell it; `unfinished` rewritten from them too."""
+def _count_markers(qd: QueueDirs, gfd: int, ended_fd: int, posted: int) -> GroupCounts:
+    """The count as the markers tell it; `unfinished` rewritten from them too. A marker a power
+    cut left empty says nothing: its member's record does (gone, when it is gone)."""
     counts = GroupCounts(posted=posted)
     unfinished = []
     for task_id in _names(ended_fd):
@@ -422,7 +428,9 @@ def _count_markers(gfd: int, ended_fd: int, posted: int) -> GroupCounts:
         except FileNotFoundError:
             continue
         if outcome not in GROUP_OUTCOMES:
-            outcome = "gone"  # not a marker we write (markers are whole): count it, as lost
+            found = copies.copies(qd, task_id)
+            status = found[0].task.status if found else None
+            outcome = status.value if status is not None and status.terminal else "gone"
         counts = counts.counted(outcome)
         if outcome != State.FINISHED.value:
             unfinished.append(task_id)

@@ -343,3 +343,22 @@ def test_two_processes_ending_the_last_members_at_once_post_one_callback(h):
         p.join(30)
     [callback] = _callbacks(h)
     assert callback.item["group"]["counts"]["finished"] == 2
+
+
+@pytest.mark.files_only("the file store's markers and count are files a power cut may leave")
+def test_what_a_power_cut_may_leave_of_the_unsynced_bookkeeping_the_sweep_recounts(h):
+    a, b = _post(h, 1), _post(h, 2)
+    _run(h, a.id, T0 + 10, outcome="fail")
+    _run(h, b.id, T0 + 20)
+    group_dir = h.queue_dir / "groups" / "g1"
+    (group_dir / "ended" / a.id).write_bytes(b"")  # its name made durable, not its content
+    (group_dir / "ended" / b.id).unlink()  # not even its name
+    (group_dir / "unfinished").unlink()
+    (group_dir / "count").write_bytes(b"000000000000000\n")  # torn
+    c = _post(h, 3, on_complete=_on_complete(), now=T0 + 30)  # recounts the torn count first
+    _run(h, c.id, T0 + 40)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 50)
+    [callback] = _callbacks(h)
+    outcome = callback.item["group"]
+    assert outcome["counts"] == {"finished": 2, "failed": 1, "cancelled": 0, "gone": 0}
+    assert outcome["unfinished"] == [a.id] and outcome["total"] == 3
