@@ -474,3 +474,23 @@ def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
         on_complete_queue=None if closing is None else closing["queue"],
         callback=None if callback is None else (callback["queue"], callback["id"]),
     )
+
+
+def members(core: QueueCore, host: str, queue: str, group: str, *, limit: int) -> list[Task]:
+    """Up to `limit` tasks of the group as they stand (by id: the console's page shows the
+    first of them), in post order; a task cleaned since is left out."""
+    try:
+        paths.validate_queue(group)
+    except StoreError as exc:
+        raise NotFound() from exc
+    with (
+        core.queue_dirs(host, queue) as qd,
+        _group_dir(qd, group, create=False, fsync=False) as gfd,
+    ):
+        with _subdir(gfd, MEMBERS, create=False, fsync=False) as members_fd:
+            names = sorted(_names(members_fd))[:limit]
+        found = []
+        for task_id in names:
+            with contextlib.suppress(NotFound):
+                found.append(copies.winner(qd, task_id).task)
+    return sorted(found, key=lambda t: (t.posted_at, t.seq, t.id))

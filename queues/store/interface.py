@@ -72,6 +72,10 @@ class TaskStore(Protocol):
         """A group's progress; NotFound for one never posted to (or a name that is none)."""
         ...
 
+    def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
+        """Up to `limit` of a group's tasks as they stand, in post order (the console's page)."""
+        ...
+
     def fetch(
         self,
         host: str,

@@ -149,6 +149,9 @@ class QueueStore:
     def read_group(self, host: str, queue: str, group: str) -> GroupView:
         return groups.read_group(self.core, host, queue, group)
 
+    def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
+        return groups.members(self.core, host, queue, group, limit=limit)
+
     def fetch(
         self,
         host: str,

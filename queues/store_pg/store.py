@@ -315,6 +315,18 @@ class PostgresStore:
             self._queue_exists(conn, host, queue)
             return groups.read_group(conn, host, queue, group)
 
+    def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
+        with self._pool.connection() as conn:
+            self._queue_exists(conn, host, queue)
+            groups.read_group(conn, host, queue, group)  # NotFound for none
+            ids = list(groups.member_ids(conn, host, queue, group, limit=limit))
+            found = conn.execute(
+                "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = ANY(%s)",
+                (host, queue, ids),
+            ).fetchall()
+        tasks = [rows.task_of(row[0]) for row in found]
+        return sorted(tasks, key=lambda t: (t.posted_at, t.seq, t.id))
+
     def fetch(
         self,
         host: str,

@@ -362,3 +362,11 @@ def test_what_a_power_cut_may_leave_of_the_unsynced_bookkeeping_the_sweep_recoun
     outcome = callback.item["group"]
     assert outcome["counts"] == {"finished": 2, "failed": 1, "cancelled": 0, "gone": 0}
     assert outcome["unfinished"] == [a.id] and outcome["total"] == 3
+
+
+def test_a_groups_members_read_in_post_order(h):
+    posted = [_post(h, i, now=T0 + i) for i in range(3)]
+    assert [t.id for t in h.store.group_members(HOST, QUEUE, "g1")] == [t.id for t in posted]
+    assert len(h.store.group_members(HOST, QUEUE, "g1", limit=2)) == 2
+    with pytest.raises(NotFound):
+        h.store.group_members(HOST, QUEUE, "nosuch")
