@@ -42,6 +42,7 @@ import orjson
 from . import copies, files, paths, rules, sequence
 from .batch import OnComplete
 from .errors import GroupClosed, IdempotencyKeyReused, NotFound, StoreError
+from .eventlog import EventLog
 from .paths import QueueDirs
 from .records import State, Task
 from .results import GROUP_OUTCOMES, GroupCounts, GroupView
@@ -59,6 +60,7 @@ class QueueCore(Protocol):
     """What of core.QueueCore this module uses (core.py calls it: no import back)."""
 
     fsync: files.Durable
+    log: EventLog
 
     def queue_dirs(
         self, host: str, queue: str, *, create: bool = False
@@ -301,7 +303,10 @@ def _call_back(core: QueueCore, qd: QueueDirs, gfd: int, group: str, *, now: int
     with core.queue_dirs(qd.host, on_complete.queue, create=True) as cqd:
         try:
             task = task.numbered(sequence.draw(cqd, 1, posted_at=now))
-            posted = core.admit(cqd, task, now=now, settings=on_complete.settings) or task
+            prior = core.admit(cqd, task, now=now, settings=on_complete.settings)
+            if prior is None:  # ours: Task Logs tells the callback from a post by its line
+                core.log.append(task, "callback", now=now)
+            posted = prior or task
         except IdempotencyKeyReused:
             # another poster's count of the outcome differed (a recount in between): its
             # callback stands

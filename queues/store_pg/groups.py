@@ -54,6 +54,8 @@ class Inserter(Protocol):
         self, conn: Conn, task: Task, *, now: int, settings: QueueSettings
     ) -> bool: ...
 
+    def log_line(self, conn: Conn, task: Task, event: str, *, now: int) -> None: ...
+
 
 def register(
     conn: Conn,
@@ -143,6 +145,7 @@ def _call_back_if_due(
     )
     if not writer.insert_keyed(conn, task, now=now, settings=on_complete.settings):
         raise StoreError("The callback's key is taken, though the group has no callback.")
+    writer.log_line(conn, task, "callback", now=now)  # Task Logs tells it from a post
     conn.execute(
         "UPDATE th_groups SET callback_queue = %s, callback_id = %s"
         " WHERE host = %s AND queue = %s AND grp = %s",

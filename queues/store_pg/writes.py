@@ -228,6 +228,10 @@ class Writer:
             groups.note_ended(conn, self, ended, now=now)
         return [c.new for c in changes]
 
+    def log_line(self, conn: Conn, task: Task, event: str, *, now: int) -> None:
+        """One event line of no change of the task's (a group's `callback`, groups.py)."""
+        self._log(conn, [(task, event, None, [], NO_REASON)], now=now)
+
     def apply_one(self, conn: Conn, change: Change, now: int) -> None:
         """One change of a release (dependencies.py, which releases its waiters itself)."""
         self.apply(conn, [change], now=now, worker=None, settings=None, release=False)

@@ -71,6 +71,7 @@ def test_a_closed_group_posts_its_callback_once_every_member_ended(h):
         "unfinished": [],
         "unfinishedCount": 0,
     }
+    assert [e["event"] for e in h.events(callback.id)] == ["posted", "callback"]
     view = h.store.read_group(HOST, QUEUE, "g1").view()
     assert view["state"] == "called_back" and view["running"] == 0
     assert view["callback"] == {"queue": CALLBACKS, "id": callback.id}
