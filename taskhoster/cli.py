@@ -111,6 +111,22 @@ def parser() -> argparse.ArgumentParser:
         help="a concurrency key: at most the queue's maxPerKey tasks with this key run at once",
     )
     post.add_argument(
+        "--group",
+        metavar="G",
+        help="the group the task (with --from-file: every task) joins",
+    )
+    post.add_argument(
+        "--on-complete-queue",
+        metavar="Q",
+        help="close the group with this post (with --from-file: its last task): once every task "
+        "of the group has ended, a task is posted into this queue of the host",
+    )
+    post.add_argument(
+        "--on-complete",
+        metavar="JSON",
+        help="the item of that task (default {}); its 'group' key gets the group's outcome",
+    )
+    post.add_argument(
         "--wait",
         action="store_true",
         help="wait for the task to end and print its result (exit 1 if it failed)",
@@ -247,6 +263,18 @@ def parse_item(text: str, where: str) -> dict[str, Any]:
     return item
 
 
+def on_complete(args: argparse.Namespace) -> dict[str, Any]:
+    """The closing post's keyword arguments: --on-complete-queue and --on-complete's item."""
+    if args.on_complete_queue is None:
+        if args.on_complete is not None:
+            raise CliError(USAGE, "--on-complete needs --on-complete-queue")
+        return {}
+    if args.group is None:
+        raise CliError(USAGE, "--on-complete-queue needs --group")
+    item = {} if args.on_complete is None else parse_item(args.on_complete, "--on-complete")
+    return {"on_complete_queue": args.on_complete_queue, "on_complete": item}
+
+
 def items(args: argparse.Namespace) -> list[tuple[dict[str, Any], str | None]]:
     """The items to post, each with its idempotency key. A file is checked whole first: one bad
     line refuses it all, naming every bad line, so nothing is posted from a file half right."""
@@ -281,9 +309,12 @@ def items(args: argparse.Namespace) -> list[tuple[dict[str, Any], str | None]]:
 
 def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
     posted = []
-    for item, key in items(args):
+    closing = on_complete(args)
+    todo = items(args)
+    for n, (item, key) in enumerate(todo, 1):
+        last = closing if n == len(todo) else {}  # the last post closes the group
         task = with_backoff(
-            lambda item=item, key=key: client.post(
+            lambda item=item, key=key, last=last: client.post(
                 host,
                 queue,
                 item,
@@ -293,6 +324,8 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
                 after=args.after,
                 on_dependency_failure=args.on_dependency_failure,
                 concurrency_key=args.key_concurrency,
+                group=args.group,
+                **last,
             ),
             repeatable=key is not None,
         )

@@ -69,23 +69,37 @@ class Client:
         after: builtins.list[str] | None = None,
         on_dependency_failure: str | None = None,
         concurrency_key: str | None = None,
+        group: str | None = None,
+        on_complete_queue: str | None = None,
+        on_complete: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Post a task; answers its status view (the original task on an idempotent replay).
 
         `after`: ids of tasks (an id of this queue, or "queue/id" of another queue of the host)
         that must finish before this one may be claimed; `on_dependency_failure` "fail" (the
         default) or "cancel" says what a failed one does to it. `concurrency_key`: at most the
-        queue's maxPerKey tasks with one key run at once."""
+        queue's maxPerKey tasks with one key run at once. `group`: the group the task joins;
+        `on_complete_queue` closes it, and once every task of it has ended a task is posted
+        there, its item `on_complete` (default {}) with the group's outcome under "group"."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        callback = None if on_complete is None else json.dumps(on_complete)
         query = {"delay": delay, "priority": priority,
                  "after": ",".join(after) if after else None,
                  "onDependencyFailure": on_dependency_failure,
-                 "concurrencyKey": concurrency_key}  # fmt: skip
+                 "concurrencyKey": concurrency_key, "group": group,
+                 "onCompleteQueue": on_complete_queue,
+                 "onComplete": callback}  # fmt: skip
         return self._call("POST", _queue_path(host, queue, "tasks"), query=query, body=item,
                           headers=headers, idempotent=idempotency_key is not None)  # fmt: skip
 
     def post_many(
-        self, host: str, queue: str, tasks: builtins.list[dict[str, Any]]
+        self,
+        host: str,
+        queue: str,
+        tasks: builtins.list[dict[str, Any]],
+        *,
+        group: str | None = None,
+        on_complete: dict[str, Any] | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Post 1 to 100 tasks in one request; each entry is `{"item": {...}}` with optional
         `delay`, `priority`, `idempotencyKey`, `after`, `onDependencyFailure` and
@@ -93,10 +107,16 @@ class Client:
 
         All or nothing: a refused entry raises ApiError (its `index` says which entry) and no
         task of the batch was posted. Sent again after a lost answer only when every entry has
-        an idempotencyKey, so a repeat cannot post twice."""
+        an idempotencyKey, so a repeat cannot post twice. `group`: the group every task joins;
+        `on_complete` (`{"queue": ..., "item": {...}}`) closes it (see post)."""
         keyed = all(isinstance(t, dict) and t.get("idempotencyKey") for t in tasks)
+        body: dict[str, Any] = {"tasks": tasks}
+        if group is not None:
+            body["group"] = group
+        if on_complete is not None:
+            body["onComplete"] = on_complete
         answer = self._call("POST", _queue_path(host, queue, "tasks/batch"),
-                            body={"tasks": tasks}, idempotent=keyed)  # fmt: skip
+                            body=body, idempotent=keyed)  # fmt: skip
         return builtins.list(answer["tasks"])
 
     def get(
@@ -124,6 +144,11 @@ class Client:
         """One page, newest first: `{"count", "next", "previous", "results"}`."""
         query = {"status": status, "limit": limit, "offset": offset}
         return self._call("GET", _queue_path(host, queue, "tasks"), query=query, idempotent=True)
+
+    def group(self, host: str, queue: str, group: str) -> dict[str, Any]:
+        """A group's progress: `state`, `posted`, `ended`, `counts` by outcome, `callback`."""
+        return self._call("GET", _queue_path(host, queue, f"groups/{quote(group, safe='')}"),
+                          idempotent=True)  # fmt: skip
 
     def cancel(self, host: str, queue: str, id: str) -> dict[str, Any]:
         return self._call("POST", _task_path(host, queue, id, "cancel"), body={})

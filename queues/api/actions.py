@@ -13,8 +13,10 @@ from queues.api.context import QueueContext
 from queues.models import Role
 from queues.store import (
     ANY,
+    GroupView,
     InvalidRequest,
     NotFound,
+    OnComplete,
     PostEntry,
     PostResult,
     QueueStats,
@@ -54,6 +56,37 @@ def check_after(ctx: QueueContext, after: Any, on_failure: Any, context_of: Cont
         other.check_visible(store.read(ctx.host, queue, task_id))
 
 
+def on_complete(
+    ctx: QueueContext, spec: tuple[str, Any] | None, context_of: ContextOf
+) -> OnComplete | None:
+    """The callback of a post that closes a group: into a queue of the host the caller may post
+    to (404 for one it may not see, 403 without the role), on the post's store (the ending
+    that completes the group posts it). Its settings are that queue's, as they stand now."""
+    if spec is None:
+        return None
+    queue, item = spec
+    if not isinstance(queue, str):
+        raise InvalidRequest("onComplete's queue must be a queue name.")
+    rules.check_group("g", OnComplete(queue=queue, item=item, settings=ctx.settings), ctx.host)
+    other = ctx if queue == ctx.queue else context_of(queue)
+    if PRODUCER not in other.roles and not other.settings.public_post:
+        other.require(PRODUCER)
+    if stores.of(ctx.host, queue) is not stores.of(ctx.host, ctx.queue):
+        raise InvalidRequest(f"onComplete's queue {queue} is on another store than {ctx.queue}.")
+    return OnComplete(queue=queue, item=item, settings=other.settings)
+
+
+def read_group(ctx: QueueContext, group: str) -> GroupView:
+    """A group's progress, for those who may read its tasks: its producer, the queue's
+    operators, anyone for a group of public posts; 404 for anyone else."""
+    view = stores.of(ctx.host, ctx.queue).read_group(ctx.host, ctx.queue, group)
+    if view.posted_by is None or ctx.operator:
+        return view
+    if PRODUCER in ctx.roles and view.posted_by == ctx.caller:
+        return view
+    raise NotFound()
+
+
 def post(
     ctx: QueueContext,
     item: Any,
@@ -65,9 +98,15 @@ def post(
     on_dependency_failure: str | None = None,
     context_of: ContextOf | None = None,
     concurrency_key: str | None = None,
+    group: Any = None,
+    on_complete_spec: tuple[str, Any] | None = None,
 ) -> PostResult:
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
+    closing = None
+    if on_complete_spec is not None:
+        assert context_of is not None, "a post with onComplete names another queue"
+        closing = on_complete(ctx, on_complete_spec, context_of)
     if after:
         assert context_of is not None, "a post with after reads other queues' tasks"
         check_after(ctx, after, on_dependency_failure, context_of)
@@ -85,15 +124,26 @@ def post(
         after=after,
         on_dependency_failure=on_dependency_failure,
         concurrency_key=concurrency_key,
+        group=group,
+        on_complete=closing,
     )
 
 
 def post_many(
-    ctx: QueueContext, entries: list[PostEntry], *, context_of: ContextOf | None = None
+    ctx: QueueContext,
+    entries: list[PostEntry],
+    *,
+    context_of: ContextOf | None = None,
+    group: Any = None,
+    on_complete_spec: tuple[str, Any] | None = None,
 ) -> list[PostResult]:
     """A batch post, under the same rights as one post (a public queue's batch is public)."""
     if PRODUCER not in ctx.roles and not ctx.settings.public_post:
         ctx.require(PRODUCER)
+    closing = None
+    if on_complete_spec is not None:
+        assert context_of is not None, "a post with onComplete names another queue"
+        closing = on_complete(ctx, on_complete_spec, context_of)
     for index, entry in enumerate(entries):
         if entry.after:
             assert context_of is not None, "a post with after reads other queues' tasks"
@@ -103,7 +153,13 @@ def post_many(
                 raise exc.at(index) from exc
     posted_by = ctx.caller if PRODUCER in ctx.roles else None
     return stores.of(ctx.host, ctx.queue).post_many(
-        ctx.host, ctx.queue, entries, settings=ctx.settings, posted_by=posted_by
+        ctx.host,
+        ctx.queue,
+        entries,
+        settings=ctx.settings,
+        posted_by=posted_by,
+        group=group,
+        on_complete=closing,
     )
 
 

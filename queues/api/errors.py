@@ -35,6 +35,7 @@ STORE_STATUS = {
     "not_cancellable": status.HTTP_409_CONFLICT,
     "not_retryable": status.HTTP_409_CONFLICT,
     "not_waiting": status.HTTP_409_CONFLICT,
+    "group_closed": status.HTTP_409_CONFLICT,
     "payload_too_large": status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     "idempotency_key_reused": status.HTTP_422_UNPROCESSABLE_ENTITY,
     "queue_full": status.HTTP_429_TOO_MANY_REQUESTS,

@@ -9,6 +9,7 @@ import math
 import re
 from typing import Any
 
+import orjson
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
@@ -284,3 +285,30 @@ def _optional_string(body: dict[str, Any], name: str) -> str | None:
     if not isinstance(value, str):
         raise InvalidRequest(f"{name} must be a string.")
     return _without_controls(name, value)
+
+
+def group_query(request: Any) -> tuple[Any, tuple[str, Any] | None]:
+    """A single post's `group`, and its onComplete from `onCompleteQueue` and `onComplete`
+    (the callback's item, a JSON object; `{}` when left out): rules.check_group checks them."""
+    group = request.query_params.get("group")
+    queue = request.query_params.get("onCompleteQueue")
+    text = request.query_params.get("onComplete")
+    if queue is None:
+        if text is not None:
+            raise InvalidRequest("onComplete needs onCompleteQueue.")
+        return group, None
+    try:
+        item = {} if text is None else orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest("onComplete must be a JSON object (the callback's item).") from exc
+    return group, (queue, item)
+
+
+def batch_group(body: dict[str, Any]) -> tuple[Any, tuple[str, Any] | None]:
+    """A batch post's `group` and `onComplete` ({"queue": ..., "item": {...}})."""
+    spec = body.get("onComplete")
+    if spec is None:
+        return body.get("group"), None
+    if not isinstance(spec, dict) or set(spec) - {"queue", "item"}:
+        raise InvalidRequest('onComplete must be {"queue": ..., "item": {...}}.')
+    return body.get("group"), (string(spec, "queue"), spec.get("item", {}))

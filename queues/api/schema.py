@@ -24,7 +24,7 @@ _ERRORS = {
     404: "not_found: unknown or foreign host, queue or task (the same body for all)",
     405: "method_not_allowed",
     406: "not_acceptable",
-    409: "lease_lost, not_cancellable, not_retryable or not_waiting",
+    409: "lease_lost, not_cancellable, not_retryable, not_waiting or group_closed",
     413: "payload_too_large: item, progress or result over maxItemBytes",
     415: "unsupported_media_type",
     422: "idempotency_key_reused",

@@ -142,8 +142,21 @@ class PostEntrySerializer(serializers.Serializer):
     )
 
 
+class OnCompleteSerializer(serializers.Serializer):
+    queue = serializers.CharField(help_text="A queue of the host, on the same store.")
+    item = serializers.JSONField(
+        required=False, help_text="The callback's item (default {}); `group` is set to the outcome."
+    )
+
+
 class PostManyRequestSerializer(serializers.Serializer):
     tasks = PostEntrySerializer(many=True, help_text="1..100 entries.")
+    group = serializers.CharField(
+        required=False, help_text="The group every entry joins (see the single post's group)."
+    )
+    onComplete = OnCompleteSerializer(
+        required=False, help_text="Closes the group: its callback, once every task has ended."
+    )
 
 
 class PostManySerializer(serializers.Serializer):
@@ -247,6 +260,36 @@ class QueueStatsSerializer(serializers.Serializer):
     oldestPendingAgeMs = serializers.IntegerField(
         help_text="How long the oldest pending task has waited, in ms; 0 when none."
     )
+
+
+class GroupCountsSerializer(serializers.Serializer):
+    finished = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+    gone = serializers.IntegerField(help_text="Posts that registered a task and never wrote it.")
+
+
+class TaskLinkSerializer(serializers.Serializer):
+    queue = serializers.CharField()
+    id = serializers.CharField()
+
+
+class GroupSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    host = serializers.CharField()
+    queue = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=["open", "closed", "complete", "called_back"],
+        help_text="open: takes more tasks; closed: a post gave onComplete; complete: every task "
+        "ended, the callback is due; called_back: the callback was posted.",
+    )
+    postedBy = serializers.CharField(allow_null=True)
+    posted = serializers.IntegerField(help_text="Tasks posted in the group.")
+    ended = serializers.IntegerField(help_text="Tasks that ended (each counted once).")
+    running = serializers.IntegerField(help_text="posted - ended.")
+    counts = GroupCountsSerializer()
+    onCompleteQueue = serializers.CharField(allow_null=True)
+    callback = TaskLinkSerializer(allow_null=True)
 
 
 class QueueLinkSerializer(serializers.Serializer):

@@ -27,6 +27,7 @@ urlpatterns = [
     path(TASK + "/retry", views.RetryView.as_view(), name="retry"),
     path(TASK + "/hasten", views.HastenView.as_view(), name="hasten"),
     path(QUEUE + "stats", views.StatsView.as_view(), name="stats"),
+    path(QUEUE + "groups/<str:group>", views.GroupProgressView.as_view(), name="group"),
     path(QUEUE + "events", events.EventStreamView.as_view(), name="events"),
     path("", views.ApiRoot.as_view(), name="root"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

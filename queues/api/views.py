@@ -99,6 +99,28 @@ class TasksView(APIView):
                 "with one key are in processing at once (400 invalid_request otherwise).",
             ),
             OpenApiParameter(
+                "group",
+                str,
+                OpenApiParameter.QUERY,
+                description="The group the task joins (1..64 of a-z, 0-9, '_', '-'; 400 "
+                "invalid_request otherwise): a group is its first producer's, and is open until a "
+                "post gives onCompleteQueue (409 group_closed after).",
+            ),
+            OpenApiParameter(
+                "onCompleteQueue",
+                str,
+                OpenApiParameter.QUERY,
+                description="Closes the group: once every task of it has ended, a task is posted"
+                " into this queue of the host (same store; the producer role needed there).",
+            ),
+            OpenApiParameter(
+                "onComplete",
+                str,
+                OpenApiParameter.QUERY,
+                description="The callback's item, a JSON object (default {}); its `group` key is"
+                " set to the group's outcome.",
+            ),
+            OpenApiParameter(
                 "Idempotency-Key",
                 str,
                 OpenApiParameter.HEADER,
@@ -119,6 +141,7 @@ class TasksView(APIView):
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
         item = inputs.json_body(request)
+        group, on_complete = inputs.group_query(request)
         posted = actions.post(
             ctx,
             item,
@@ -131,6 +154,8 @@ class TasksView(APIView):
             on_dependency_failure=request.query_params.get("onDependencyFailure"),
             context_of=lambda other: resolve(request, host, other),
             concurrency_key=request.query_params.get("concurrencyKey"),
+            group=group,
+            on_complete_spec=on_complete,
         )
         headers = {"Location": reverse("queues:api:task", args=[host, queue, posted.task.id])}
         if posted.replayed:
@@ -464,10 +489,14 @@ class PostManyView(APIView):
     )
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
+        body = inputs.json_object(request)
+        group, on_complete = inputs.batch_group(body)
         posted = actions.post_many(
             ctx,
-            inputs.post_entries(inputs.json_object(request)),
+            inputs.post_entries(body),
             context_of=lambda other: resolve(request, host, other),
+            group=group,
+            on_complete_spec=on_complete,
         )
         return Response(
             {
@@ -476,6 +505,21 @@ class PostManyView(APIView):
             },
             status=201,
         )
+
+
+class GroupProgressView(APIView):
+    @extend_schema(
+        operation_id="read_group",
+        summary="A group's progress: its counts by outcome, and its callback once posted",
+        parameters=[
+            *QUEUE,
+            OpenApiParameter("group", str, OpenApiParameter.PATH, description="The group."),
+        ],
+        responses={200: s.GroupSerializer, **errors(*ALWAYS)},
+    )
+    def get(self, request: Request, host: str, queue: str, group: str) -> Response:
+        ctx = resolve(request, host, queue)
+        return Response(actions.read_group(ctx, group).view())
 
 
 class FinishManyView(APIView):

@@ -15,6 +15,7 @@ urlpatterns = [
     path("console/<str:host>/<str:queue>/bulk", views.queue_bulk, name="queue-bulk"),
     path("console/<str:host>/<str:queue>/insight/", views.queue_insight, name="insight"),
     path("console/<str:host>/<str:queue>/<task_id:task_id>/", views.task_page, name="task"),
+    path("console/<str:host>/<str:queue>/groups/<str:group>/", views.group_page, name="group"),
     path(
         "console/<str:host>/<str:queue>/<task_id:task_id>/cancel",
         views.task_action,

@@ -15,6 +15,7 @@ from queues.console.bulk_form import BulkFormError, BulkRequest
 from queues.console.bulk_steps import next_step
 from queues.console.charts import activity_chart
 from queues.console.flow_panel import flow_panel, flow_settings
+from queues.console.group_page import group_page as group_page_of
 from queues.console.queue_page import queue_page as queue_page_of
 from queues.console.queue_page import settings_glance
 from queues.console.task_detail import task_detail
@@ -85,6 +86,13 @@ def queue_bulk(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     return render(request, "console/bulk.html", {
         "queue": found, "asked": asked, "step": step, "back": back,
     })  # fmt: skip
+
+
+@login_required
+def group_page(request: HttpRequest, host: str, queue: str, group: str) -> HttpResponse:
+    found = operations.operated_queue(request.user, host, queue)
+    page = group_page_of(found, group)
+    return render(request, "console/group.html", {"queue": found, "page": page})
 
 
 @login_required

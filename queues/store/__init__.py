@@ -12,9 +12,10 @@ held while a verb uses it), copies (a task's copies and its lock), posting, inde
 candidates), files (every disk-changing call), paths, eventlog, archive, inotify.
 """
 
-from .batch import MAX_BATCH, PostEntry, Report
+from .batch import MAX_BATCH, OnComplete, PostEntry, Report
 from .errors import (
     CorruptRecord,
+    GroupClosed,
     IdempotencyKeyReused,
     InvalidItem,
     InvalidName,
@@ -36,7 +37,7 @@ from .errors import (
 from .eventlog import EventLog
 from .paths import STATE_DIRS
 from .records import STATUSES, Lease, State, Task
-from .results import ANY, PostResult, QueueStats, Reported, TaskPage
+from .results import ANY, GroupView, PostResult, QueueStats, Reported, TaskPage
 from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
 from .store import QueueStore, preview_sweep, sweep_all, sweep_queue
@@ -51,6 +52,8 @@ __all__ = [
     "CorruptRecord",
     "EventLog",
     "Found",
+    "GroupClosed",
+    "GroupView",
     "IdempotencyKeyReused",
     "InvalidItem",
     "InvalidName",
@@ -65,6 +68,7 @@ __all__ = [
     "NotRequeueable",
     "NotRetryable",
     "NotWaiting",
+    "OnComplete",
     "OrderKey",
     "PayloadTooLarge",
     "PostEntry",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InvalidRequest
+from .settings import QueueSettings
 
 MAX_BATCH = 100
 OUTCOMES = ("result", "fail", "retry")
@@ -30,6 +31,18 @@ class PostEntry:
     after: tuple[str, ...] = ()
     on_dependency_failure: str | None = None
     concurrency_key: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnComplete:
+    """A group's callback, as the post that closes the group gives it: the task to post into
+    `queue` (of the group's host and store) once every member has ended, its item `item` with
+    the group's outcome added under "group". `settings` are that queue's, as the caller read
+    them when it closed the group: the ending that posts the callback has no console to ask."""
+
+    queue: str
+    item: Any
+    settings: QueueSettings
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ import weakref
 from contextlib import AbstractContextManager
 from typing import Any
 
-from . import copies, dependencies, files, paths, posting
+from . import copies, dependencies, files, groups, paths, posting
 from .archive import PayloadArchive
 from .dircount import DirCounts
 from .errors import StorageUnavailable
@@ -229,6 +229,7 @@ class QueueCore:
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
         if ended:
             dependencies.release_ended(self, ended, now=now)
+            groups.note_ended(self, ended, now=now)
         return [change.new for change in changes]
 
     def apply(
@@ -260,6 +261,7 @@ class QueueCore:
             self.log.append(new, event, now=now, worker=worker, archived=archived, because=because)
         if new.status.terminal and not old.status.terminal:
             dependencies.release_ended(self, [new], now=now)
+            groups.note_ended(self, [new], now=now)
         return new
 
     def remove(

@@ -101,6 +101,12 @@ class NotWaiting(StoreError):
     code = "not_waiting"
 
 
+class GroupClosed(StoreError):
+    """The group was closed by the post that gave its onComplete: it takes no more tasks."""
+
+    code = "group_closed"
+
+
 class NotDeletable(StoreError):
     """Only a finished, failed or cancelled task can be deleted."""
 

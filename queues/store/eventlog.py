@@ -30,6 +30,8 @@ EVENTS = frozenset(
     | {"released"}
     # an operator's: a task waiting out its backoff or delay made claimable now
     | {"hastened"}
+    # a group's callback, just posted (after its `posted` line): every task of its group ended
+    | {"callback"}
 )
 
 

@@ -475,6 +475,17 @@ def unlink(dir_fd: int, name: str, *, fsync: Durable) -> None:
         sync_dir(dir_fd, fsync)
 
 
+def create_empty(dir_fd: int, name: str) -> None:
+    """Make an empty file whose name is all it says (a group's member: queues.store.groups);
+    FileExistsError if the name is taken. The caller syncs the directory once for a batch."""
+    os.close(_call("open", os.open, name, _OPEN_NEW, FILE_MODE, dir_fd=dir_fd))
+
+
+def remove_dir(parent_fd: int, name: str) -> None:
+    """Remove an empty directory (a group's, once its callback is long posted)."""
+    _call("rmdir", os.rmdir, name, dir_fd=parent_fd)
+
+
 def rename_aside(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
     """Move a file (or a symlink, which is never followed) to a new name, e.g. quarantine."""
     _call("rename", os.rename, name, new_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from .batch import PostEntry, Report
+from .batch import OnComplete, PostEntry, Report
 from .errors import StoreError
 from .limits import FlowState
 from .records import Task
-from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
+from .results import ANY, GroupView, PostResult, QueueStats, Reported, TaskPage, _Any
 from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings
 from .sweep import SweepReport
@@ -49,6 +49,8 @@ class TaskStore(Protocol):
         after: list[str] | None = None,
         on_dependency_failure: str | None = None,
         concurrency_key: str | None = None,
+        group: str | None = None,
+        on_complete: OnComplete | None = None,
     ) -> PostResult: ...
 
     def post_many(
@@ -60,9 +62,19 @@ class TaskStore(Protocol):
         settings: QueueSettings,
         posted_by: str | None,
         now: int | None = None,
+        group: str | None = None,
+        on_complete: OnComplete | None = None,
     ) -> list[PostResult]: ...
 
     def read(self, host: str, queue: str, task_id: str) -> Task: ...
+
+    def read_group(self, host: str, queue: str, group: str) -> GroupView:
+        """A group's progress; NotFound for one never posted to (or a name that is none)."""
+        ...
+
+    def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
+        """Up to `limit` of a group's tasks as they stand, in post order (the console's page)."""
+        ...
 
     def fetch(
         self,

@@ -29,6 +29,9 @@ KEYS_DIR = "keys"  # idempotency keys: a sibling of the state directories, never
 QUARANTINE_DIR = "quarantine"
 # who waits for a task of this queue: one file per task that has dependents (dependencies.py)
 DEPENDENTS_DIR = "dependents"
+# a queue's groups (groups.py): opened when used, beside the directories kept open, as the
+# parent's post-seq file is
+GROUPS_DIR = "groups"
 QUEUE_DIRS = (*STATE_DIRS, KEYS_DIR, QUARANTINE_DIR, DEPENDENTS_DIR)
 SWEEP_LOCK = ".sweep.lock"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from . import batch, copies, dependencies, paths, posting, rules, sequence
-from .batch import PostEntry
+from . import batch, copies, dependencies, groups, paths, posting, rules, sequence
+from .batch import OnComplete, PostEntry
 from .clock import now_ms
 from .core import QueueCore
 from .errors import InvalidRequest, StoreError
@@ -36,8 +38,11 @@ def post(
     after: list[str] | None = None,
     on_dependency_failure: str | None = None,
     concurrency_key: str | None = None,
+    group: str | None = None,
+    on_complete: OnComplete | None = None,
 ) -> PostResult:
     now = now_ms(now)
+    group = rules.check_group(group, on_complete, host)
     entry = PostEntry(
         item=item,
         priority=priority,
@@ -48,9 +53,14 @@ def post(
         concurrency_key=concurrency_key,
     )
     task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now,
-                     reposted_from=reposted_from)  # fmt: skip
+                     reposted_from=reposted_from, group=group)  # fmt: skip
     task = dependencies.prepare(core, task)
-    with core.queue_dirs(host, queue, create=True) as qd:
+    with (
+        core.queue_dirs(host, queue, create=True) as qd,
+        _members(
+            core, qd, [task], on_complete=on_complete, posted_by=posted_by, now=now
+        ) as written,
+    ):
         if not settings.max_pending:
             [task] = _numbered(qd, [task], now)
             prior = core.admit(qd, task, now=now, settings=settings, because=because)
@@ -67,6 +77,7 @@ def post(
                         posting.check_room(core.pending_count(qd), settings)
                     [task] = _numbered(qd, [task], now)
                     prior = core.admit(qd, task, now=now, settings=settings, because=because)
+        written.extend([] if prior is not None else [task.id])
     if prior is not None:
         return PostResult(task=prior, replayed=True)
     if task.waiting_for:
@@ -83,6 +94,8 @@ def post_many(
     settings: QueueSettings,
     posted_by: str | None,
     now: int | None = None,
+    group: str | None = None,
+    on_complete: OnComplete | None = None,
 ) -> list[PostResult]:
     """Post up to 100 tasks in one call, all or nothing as far as checks go: every entry is
     checked before any is written, and a refusal names the entry (StoreError.index). Every task
@@ -97,11 +110,14 @@ def post_many(
         raise InvalidRequest(
             "Two entries of the batch have the same Idempotency-Key; each key may be used once."
         ).at(repeat)
+    group = rules.check_group(group, on_complete, host)
     tasks = []
     for index, entry in enumerate(entries):
         try:
             tasks.append(
-                rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by, now=now)
+                rules.new_task(
+                    host, queue, entry, settings=settings, posted_by=posted_by, now=now, group=group
+                )
             )
         except StoreError as exc:
             raise exc.at(index) from exc
@@ -110,7 +126,10 @@ def post_many(
             tasks[index] = dependencies.prepare(core, task)
         except StoreError as exc:
             raise exc.at(index) from exc
-    with core.queue_dirs(host, queue, create=True) as qd:
+    with (
+        core.queue_dirs(host, queue, create=True) as qd,
+        _members(core, qd, tasks, on_complete=on_complete, posted_by=posted_by, now=now) as written,
+    ):
         if not settings.max_pending:
             tasks = _numbered(qd, tasks, now)
             priors = core.admit_many(qd, tasks, now=now, settings=settings)
@@ -122,6 +141,7 @@ def post_many(
                         posting.check_room(core.pending_count(qd), settings, adding=adding)
                 tasks = _numbered(qd, tasks, now)
                 priors = core.admit_many(qd, tasks, now=now, settings=settings)
+        written.extend(t.id for t, prior in zip(tasks, priors, strict=True) if prior is None)
     for task, prior in zip(tasks, priors, strict=True):
         if prior is None and task.waiting_for:
             dependencies.settle_new(core, task, now=now)
@@ -131,6 +151,39 @@ def post_many(
         else PostResult(task=prior, replayed=True)
         for task, prior in zip(tasks, priors, strict=True)
     ]
+
+
+@contextlib.contextmanager
+def _members(
+    core: QueueCore,
+    qd: QueueDirs,
+    tasks: list[Task],
+    *,
+    on_complete: OnComplete | None,
+    posted_by: str | None,
+    now: int,
+) -> Iterator[list[str]]:
+    """A grouped post's tasks registered in their group before the block writes them (the
+    block lists the ids it wrote); those it did not write (a replay, a refusal) are taken
+    back after it. A replay of a key used before registers nothing: its group may be closed."""
+    group = tasks[0].group
+    if group is None:
+        yield []
+        return
+    new = [t for t in tasks if t.idempotency_key is None
+           or posting.replay_of(qd, t, fsync=core.fsync) is None]  # fmt: skip
+    if new:
+        groups.register(core, qd, group, new, on_complete=on_complete, posted_by=posted_by,
+                        now=now)  # fmt: skip
+    written: list[str] = []
+    try:
+        yield written
+    finally:
+        unwritten = [t.id for t in new if t.id not in set(written)]
+        if unwritten:
+            # what fails here the sweep's recount counts as gone
+            with contextlib.suppress(OSError, StoreError):
+                groups.unregister(core, qd, group, unwritten, now=now)
 
 
 def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: Durable) -> int:

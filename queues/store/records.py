@@ -153,6 +153,9 @@ _EXT = {
     # The post's concurrency key: at most the queue's maxPerKey tasks with one key are in
     # processing at once (limits.py); other tasks are claimed past the held ones.
     "concurrency_key": "concurrencyKey",
+    # The group the task was posted in (groups.py): when every member of a closed group has
+    # ended, the group's callback task is posted once.
+    "group": "group",
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
@@ -210,6 +213,7 @@ class Task:
     failed_dependency: str | None = None
     traceparent: str | None = None
     concurrency_key: str | None = None
+    group: str | None = None
 
     def replace(self, **changes: Any) -> Task:
         """A copy with `changes` and the next revision (every write raises rev by one).
@@ -362,6 +366,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "failed_dependency": (str, type(None)),
     "traceparent": (str, type(None)),
     "concurrency_key": (str, type(None)),
+    "group": (str, type(None)),
 }
 
 

@@ -6,13 +6,14 @@ store only reads the record under its own lock and writes what these return.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from . import paths, posting, trace_context
-from .batch import PostEntry, Report
+from .batch import OnComplete, PostEntry, Report
 from .errors import (
     InvalidName,
     InvalidRequest,
@@ -27,7 +28,7 @@ from .errors import (
 from .eventlog import NO_REASON, Because
 from .ids import new_task_id
 from .records import Lease, State, Task
-from .results import Reported
+from .results import GroupCounts, Reported
 from .settings import QueueSettings
 
 
@@ -57,8 +58,10 @@ def new_task(
     posted_by: str | None,
     now: int,
     reposted_from: str | None = None,
+    group: str | None = None,
 ) -> Task:
-    """A checked entry as the pending record it becomes (nothing written yet)."""
+    """A checked entry as the pending record it becomes (nothing written yet); `group` was
+    checked by check_group."""
     posting.check_item(entry.item, settings)
     posting.check_options(settings, entry.priority, entry.delay_seconds, entry.idempotency_key)
     after = check_after(queue, entry.after, entry.on_dependency_failure)
@@ -83,6 +86,7 @@ def new_task(
         on_dependency_failure="cancel" if entry.on_dependency_failure == "cancel" else None,
         traceparent=trace_context.current(),
         concurrency_key=entry.concurrency_key,
+        group=group,
     )
 
 
@@ -146,6 +150,114 @@ def plan_release(
         return Change(source, task, task.replace(status=State.CANCELLED, **ending), "cancelled")
     new = task.replace(status=State.FAILED, error="dependency_failed", **ending)
     return Change(source, task, new, "failed", {"error": "dependency_failed"})
+
+
+# -- groups ---------------------------------------------------------------------------------
+
+# a member whose post registered it but never wrote it (a crash, or a refused write) counts as
+# "gone" once this long has passed since its post (the sweep's recount: groups.py)
+GROUP_GONE_MS = 60_000
+# the callback's item names at most this many members that did not finish (a group of 10,000
+# failed members would not fit a task's item); `unfinishedCount` says how many there were
+MAX_UNFINISHED_IDS = 1000
+
+
+def check_group(group: Any, on_complete: OnComplete | None, host: str) -> str | None:
+    """A post's `group` (a name like a queue's) and `onComplete` (a queue of the same host,
+    and an item its settings take), checked; InvalidRequest for anything else."""
+    if group is None:
+        if on_complete is not None:
+            raise InvalidRequest("onComplete needs group.")
+        return None
+    if not isinstance(group, str):
+        raise InvalidRequest("group must be a string.")
+    try:
+        paths.validate_queue(group)
+    except InvalidName as exc:
+        raise InvalidRequest(
+            "group must be 1 to 64 characters of a-z, 0-9, '_' and '-', starting with a"
+            " letter or digit."
+        ) from exc
+    if on_complete is not None:
+        try:
+            paths.validate_queue(on_complete.queue)
+        except InvalidName as exc:
+            raise InvalidRequest("onComplete.queue is not a queue name.") from exc
+        if not isinstance(on_complete.item, dict):
+            raise InvalidRequest("onComplete.item must be a JSON object.")
+        posting.check_item(on_complete.item, on_complete.settings)
+    return group
+
+
+def closing_record(on_complete: OnComplete, posted_by: str | None) -> dict[str, Any]:
+    """What a group keeps of the post that closed it: its callback, and who posted it."""
+    return {
+        "queue": on_complete.queue,
+        "item": on_complete.item,
+        "settings": dataclasses.asdict(on_complete.settings),
+        "postedBy": posted_by,
+    }
+
+
+def closing_of(record: dict[str, Any]) -> tuple[OnComplete, str | None]:
+    """closing_record's record read back: the callback, and who posted the closing post."""
+    settings = QueueSettings(**record["settings"])
+    on_complete = OnComplete(queue=record["queue"], item=record["item"], settings=settings)
+    return on_complete, record["postedBy"]
+
+
+def group_state(counts: GroupCounts, *, closed: bool, called_back: bool) -> str:
+    """open (it takes more members), closed (its last members are running), complete (every
+    member ended: the callback is due), called_back (the callback was posted)."""
+    if called_back:
+        return "called_back"
+    if not closed:
+        return "open"
+    return "complete" if counts.ended >= counts.posted else "closed"
+
+
+def callback_key(queue: str, group: str) -> str:
+    """The Idempotency-Key of a group's callback post: two enders or two sweeps that both see
+    the group complete post one task."""
+    return f"group:{queue}/{group}"
+
+
+def group_callback(
+    host: str,
+    queue: str,
+    group: str,
+    on_complete: OnComplete,
+    counts: GroupCounts,
+    unfinished: list[str],
+    *,
+    posted_by: str | None,
+    now: int,
+) -> Task:
+    """The callback task of a complete group: onComplete's item with the outcome under
+    "group". Not checked against the callback queue's size cap or schema again (the closing
+    post checked its item): a refused callback would leave the group without one."""
+    outcome = {
+        "id": group,
+        "queue": queue,
+        "total": counts.posted,
+        "counts": counts.outcomes(),
+        "unfinished": unfinished[:MAX_UNFINISHED_IDS],
+        "unfinishedCount": len(unfinished),
+    }
+    item = {**on_complete.item, "group": outcome}
+    return Task.of(
+        id=new_task_id(),
+        host=host,
+        queue=on_complete.queue,
+        status=State.PENDING,
+        item=item,
+        posted_by=posted_by,
+        posted_at=now,
+        updated_at=now,
+        rev=1,
+        max_attempts=on_complete.settings.attempt_budget(),
+        idempotency_key=callback_key(queue, group),
+    )
 
 
 # -- claims and workers' reports ------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import (
     claiming,
     gate,
+    groups,
     listing,
     operating,
     producing,
@@ -30,7 +31,7 @@ from . import (
     sweep_preview,
     working,
 )
-from .batch import PostEntry, Report
+from .batch import OnComplete, PostEntry, Report
 from .clock import now_ms
 from .core import QueueCore
 from .errors import NotFound, StoreError
@@ -38,7 +39,7 @@ from .interface import TaskStore
 from .limits import FlowState
 from .paths import QueueDirs
 from .records import Task
-from .results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
+from .results import ANY, GroupView, PostResult, QueueStats, Reported, TaskPage, _Any
 from .selecting import Found, OrderKey, Selection, StateCounts
 from .settings import QueueSettings, StoreConfig
 from .sweep import SweepReport
@@ -97,6 +98,8 @@ class QueueStore:
         after: list[str] | None = None,
         on_dependency_failure: str | None = None,
         concurrency_key: str | None = None,
+        group: str | None = None,
+        on_complete: OnComplete | None = None,
     ) -> PostResult:
         return producing.post(
             self.core,
@@ -112,6 +115,8 @@ class QueueStore:
             after=after,
             on_dependency_failure=on_dependency_failure,
             concurrency_key=concurrency_key,
+            group=group,
+            on_complete=on_complete,
         )
 
     def post_many(
@@ -123,13 +128,29 @@ class QueueStore:
         settings: QueueSettings,
         posted_by: str | None,
         now: int | None = None,
+        group: str | None = None,
+        on_complete: OnComplete | None = None,
     ) -> list[PostResult]:
         return producing.post_many(
-            self.core, host, queue, entries, settings=settings, posted_by=posted_by, now=now
+            self.core,
+            host,
+            queue,
+            entries,
+            settings=settings,
+            posted_by=posted_by,
+            now=now,
+            group=group,
+            on_complete=on_complete,
         )
 
     def read(self, host: str, queue: str, task_id: str) -> Task:
         return producing.read(self.core, host, queue, task_id)
+
+    def read_group(self, host: str, queue: str, group: str) -> GroupView:
+        return groups.read_group(self.core, host, queue, group)
+
+    def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
+        return groups.members(self.core, host, queue, group, limit=limit)
 
     def fetch(
         self,

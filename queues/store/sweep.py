@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, dependencies, files, paths, rules
+from . import copies, dependencies, files, groups, paths, rules
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable, StoreError
@@ -85,6 +85,8 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
         _remove_orphan_keys(qd, listed, now, report)
     with _storage_faults_noted(report):  # a release an ending crashed before
         dependencies.sweep_dependents(core, qd, now=now)
+    with _storage_faults_noted(report):  # a group's count or callback an ending crashed before
+        groups.sweep_groups(core, qd, now=now)
     with core.lock:
         index = core.index(qd)
         known, waiting = dict(index.entries), index.waiting_ids()

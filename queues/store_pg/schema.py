@@ -12,6 +12,7 @@ atomic against a concurrent CREATE), so the DDL runs under a transaction-scoped 
 - the events table (`th_events` by default): Task Logs' TaskEvent columns, one row per line.
 - th_flow: a queue's flow control: the row limited claims lock, and the rate limit's bucket.
 - th_payloads: the payload archive, one row per archived file, under the file archive's names.
+- th_groups, th_group_members: groups with a callback (groups.py).
 """
 
 from __future__ import annotations
@@ -98,6 +99,34 @@ CREATE TABLE IF NOT EXISTS th_dependencies (
     waiter_id varchar(16) NOT NULL,
     PRIMARY KEY (host, queue, id, waiter_queue, waiter_id)
 );
+-- Groups (groups.py): a group's counts, the onComplete of the post that closed it, and its
+-- callback once posted, and its members, each with the outcome it first ended with.
+CREATE TABLE IF NOT EXISTS th_groups (
+    host varchar(253) NOT NULL,
+    queue varchar(64) NOT NULL,
+    grp varchar(64) NOT NULL,
+    posted_by text,
+    posted bigint NOT NULL DEFAULT 0,
+    ended bigint NOT NULL DEFAULT 0,
+    finished bigint NOT NULL DEFAULT 0,
+    failed bigint NOT NULL DEFAULT 0,
+    cancelled bigint NOT NULL DEFAULT 0,
+    gone bigint NOT NULL DEFAULT 0,
+    on_complete json,
+    callback_queue varchar(64),
+    callback_id varchar(16),
+    PRIMARY KEY (host, queue, grp)
+);
+CREATE TABLE IF NOT EXISTS th_group_members (
+    host varchar(253) NOT NULL,
+    queue varchar(64) NOT NULL,
+    grp varchar(64) NOT NULL,
+    id varchar(16) NOT NULL,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    outcome varchar(16),
+    PRIMARY KEY (host, queue, grp, id)
+);
+CREATE INDEX IF NOT EXISTS th_group_members_order ON th_group_members (host, queue, grp, seq);
 -- The events' `offset`: Task Logs' (file, offset, digest) is unique, and our rows' file is
 -- 'postgres' and digest 0, so the offset alone tells them apart.
 CREATE SEQUENCE IF NOT EXISTS th_event_offsets;

@@ -10,6 +10,7 @@ on many machines can serve one queue: the database is the only thing they share.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -17,7 +18,7 @@ from psycopg import sql
 
 from queues.store import archive, batch, paths, posting, rules
 from queues.store import limits as flow
-from queues.store.batch import PostEntry, Report
+from queues.store.batch import OnComplete, PostEntry, Report
 from queues.store.clock import now_ms
 from queues.store.errors import (
     IdempotencyKeyReused,
@@ -33,14 +34,14 @@ from queues.store.eventlog import NO_REASON, Because
 from queues.store.interface import TaskStore
 from queues.store.limits import FlowState
 from queues.store.records import State, Task
-from queues.store.results import ANY, PostResult, QueueStats, Reported, TaskPage, _Any
+from queues.store.results import ANY, GroupView, PostResult, QueueStats, Reported, TaskPage, _Any
 from queues.store.rules import Change
 from queues.store.selecting import Found, OrderKey, Selection, StateCounts
 from queues.store.settings import QueueSettings
 from queues.store.sweep import SweepReport
 from queues.store.sweep_preview import SweepPreview
 
-from . import dependencies, feed, limits, preview, reads, rows, schema, sweeping
+from . import dependencies, feed, groups, limits, preview, reads, rows, schema, sweeping
 from .config import PgStoreConfig
 from .following import SETTLE_SECONDS, EventFollower
 from .pool import Pool
@@ -55,6 +56,15 @@ _KEY_OF = (
 )
 _KEY_OF_PUBLIC = _KEY_OF + "posted_by IS NULL AND %s::text IS NULL"
 _KEY_OF_PRODUCER = _KEY_OF + "posted_by = %s"
+
+
+@dataclass(frozen=True)
+class _Joining:
+    """The group a post's tasks join (None: none), and the onComplete that closes it."""
+
+    group: str | None
+    on_complete: OnComplete | None
+    posted_by: str | None
 
 
 class PostgresStore:
@@ -129,8 +139,11 @@ class PostgresStore:
         after: list[str] | None = None,
         on_dependency_failure: str | None = None,
         concurrency_key: str | None = None,
+        group: str | None = None,
+        on_complete: OnComplete | None = None,
     ) -> PostResult:
         now = now_ms(now)
+        group = rules.check_group(group, on_complete, host)
         entry = PostEntry(
             item=item,
             priority=priority,
@@ -141,8 +154,11 @@ class PostgresStore:
             concurrency_key=concurrency_key,
         )
         task = rules.new_task(host, queue, entry, settings=settings, posted_by=posted_by,
-                              now=now, reposted_from=reposted_from)  # fmt: skip
-        return self._admit([task], settings=settings, now=now, because=because, batch=False)[0]
+                              now=now, reposted_from=reposted_from, group=group)  # fmt: skip
+        joining = _Joining(group, on_complete, posted_by)
+        return self._admit(
+            [task], settings=settings, now=now, because=because, batch=False, joining=joining
+        )[0]
 
     def post_many(
         self,
@@ -153,9 +169,12 @@ class PostgresStore:
         settings: QueueSettings,
         posted_by: str | None,
         now: int | None = None,
+        group: str | None = None,
+        on_complete: OnComplete | None = None,
     ) -> list[PostResult]:
         """All or nothing: every entry is checked, and the whole batch is one transaction."""
         now = now_ms(now)
+        group = rules.check_group(group, on_complete, host)
         batch.check_size(entries, "tasks")
         repeat = batch.first_repeat([entry.idempotency_key for entry in entries])
         if repeat is not None:
@@ -166,12 +185,21 @@ class PostgresStore:
         for index, entry in enumerate(entries):
             try:
                 task = rules.new_task(
-                    host, queue, entry, settings=settings, posted_by=posted_by, now=now
+                    host,
+                    queue,
+                    entry,
+                    settings=settings,
+                    posted_by=posted_by,
+                    now=now,
+                    group=group,
                 )
                 tasks.append(task)
             except StoreError as exc:
                 raise exc.at(index) from exc
-        return self._admit(tasks, settings=settings, now=now, because=NO_REASON, batch=True)
+        joining = _Joining(group, on_complete, posted_by)
+        return self._admit(
+            tasks, settings=settings, now=now, because=NO_REASON, batch=True, joining=joining
+        )
 
     def _admit(
         self,
@@ -181,6 +209,7 @@ class PostgresStore:
         now: int,
         because: Because,
         batch: bool,
+        joining: _Joining,
     ) -> list[PostResult]:
         host, queue = tasks[0].host, tasks[0].queue
         with self._pool.transaction() as conn:
@@ -222,6 +251,10 @@ class PostgresStore:
                 if task.id not in prior:
                     raise StorageUnavailable("The idempotency key kept changing; try again.")
                 priors.update(prior)
+            new = [task for task in tasks if task.id not in priors]
+            if joining.group is not None and new:  # a replay joins nothing: its group may be closed
+                groups.register(conn, joining.group, new, on_complete=joining.on_complete,
+                                posted_by=joining.posted_by)  # fmt: skip
             for task in tasks:
                 if task.id in ended and task.id not in priors:
                     dependencies.settle_new(conn, self._writer.apply_one, task, ended[task.id],
@@ -276,6 +309,23 @@ class PostgresStore:
         paths.validate_task_id(task_id)
         with self._pool.connection() as conn:
             return reads.read(conn, host, queue, task_id)
+
+    def read_group(self, host: str, queue: str, group: str) -> GroupView:
+        with self._pool.connection() as conn:
+            self._queue_exists(conn, host, queue)
+            return groups.read_group(conn, host, queue, group)
+
+    def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
+        with self._pool.connection() as conn:
+            self._queue_exists(conn, host, queue)
+            groups.read_group(conn, host, queue, group)  # NotFound for none
+            ids = list(groups.member_ids(conn, host, queue, group, limit=limit))
+            found = conn.execute(
+                "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = ANY(%s)",
+                (host, queue, ids),
+            ).fetchall()
+        tasks = [rows.task_of(row[0]) for row in found]
+        return sorted(tasks, key=lambda t: (t.posted_at, t.seq, t.id))
 
     def fetch(
         self,

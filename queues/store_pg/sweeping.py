@@ -20,7 +20,7 @@ from queues.store.records import Task
 from queues.store.settings import QueueSettings
 from queues.store.sweep import SweepReport
 
-from . import dependencies, rows
+from . import dependencies, groups, rows
 from .writes import Conn, Writer
 
 BATCH = 500
@@ -72,6 +72,7 @@ def sweep_queue(
 ) -> SweepReport:
     report = SweepReport(queues=1)
     dependencies.sweep_dependents(conn, writer.apply_one, host, queue, now=now)
+    groups.sweep_groups(conn, writer, host, queue, now=now)
     params = {**due_params(host, queue, settings, now=now), "batch": BATCH}
     for query in (_LIVE, _ENDED):
         after = 0

@@ -20,7 +20,7 @@ from queues.store.records import Task, check_transition
 from queues.store.rules import Change
 from queues.store.settings import QueueSettings
 
-from . import dependencies, rows
+from . import dependencies, groups, rows
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 CHANNEL = "taskhoster"  # NOTIFY's channel; the payload is "host/queue/task_id/event"
@@ -224,7 +224,13 @@ class Writer:
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
         if ended and release:  # their waiters, in this transaction (dependencies.py)
             dependencies.release_ended(conn, self.apply_one, ended, now=now)
+        if ended:  # their groups, a release's endings too (groups.py)
+            groups.note_ended(conn, self, ended, now=now)
         return [c.new for c in changes]
+
+    def log_line(self, conn: Conn, task: Task, event: str, *, now: int) -> None:
+        """One event line of no change of the task's (a group's `callback`, groups.py)."""
+        self._log(conn, [(task, event, None, [], NO_REASON)], now=now)
 
     def apply_one(self, conn: Conn, change: Change, now: int) -> None:
         """One change of a release (dependencies.py, which releases its waiters itself)."""

@@ -27,6 +27,7 @@ API_MD = {
     "/api/v1/queues/{host}/{queue}/tasks/{id}/hasten": {"post"},
     "/api/v1/queues/{host}/{queue}/claim": {"post"},
     "/api/v1/queues/{host}/{queue}/stats": {"get"},
+    "/api/v1/queues/{host}/{queue}/groups/{group}": {"get"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/progress": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/result": {"post"},
     "/api/v1/queues/{host}/{queue}/tasks/{id}/fail": {"post"},

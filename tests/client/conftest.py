@@ -25,6 +25,8 @@ QUEUES = {
     "cwfile": {"lease_seconds": 60, "max_attempts": 1},
     "cwwatch": {"lease_seconds": 60, "max_attempts": 3},
     "cwlogjson": {"lease_seconds": 60, "max_attempts": 1},
+    "cwgroups": {"lease_seconds": 60, "max_attempts": 1},
+    "cwgroupcb": {"lease_seconds": 60, "max_attempts": 1},
     "djcw": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwexit": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},
     "djcwodd": {"lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 0},

@@ -118,3 +118,30 @@ def test_age_says_how_long_ago_in_the_largest_unit(seconds, said):
 )  # fmt: skip
 def test_the_preview_says_what_a_task_came_to_in_one_short_line(task, said):
     assert preview(task) == said
+
+
+@pytest.mark.slow
+def test_post_from_a_file_joins_a_group_whose_last_post_closes_it(live, clients, queues, tmp_path):
+    lines = tmp_path / "items.jsonl"
+    lines.write_text('{"n": 1}\n{"n": 2}\n')
+    ids = run_cli(live, "post", f"{HOST}/cwgroups", "--from-file", str(lines), "--group", "g1",
+                  "--on-complete-queue", "cwgroupcb", "--on-complete", '{"report": 1}',
+                  terminal=False).split()  # fmt: skip
+    progress = clients["paul"].group(HOST, "cwgroups", "g1")
+    assert progress["state"] == "closed" and progress["posted"] == 2
+    for _ in ids:
+        task = clients["wendy"].claim(HOST, "cwgroups", worker="w")
+        clients["wendy"].result(HOST, "cwgroups", task["id"], worker="w",
+                                attempt=task["attempts"], result={})  # fmt: skip
+    progress = clients["paul"].group(HOST, "cwgroups", "g1")
+    assert progress["state"] == "called_back"
+    callback = clients["paul"].get(HOST, "cwgroupcb", progress["callback"]["id"])
+    assert callback["status"] == "pending"
+    lines.write_text('{"n": 3}\n')
+    refused = subprocess.run(
+        [sys.executable, "-m", "taskhoster.cli", "post", f"{HOST}/cwgroups", '{"n": 3}',
+         "--group", "g1"],
+        env={**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["paul"]},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "group_closed" in refused.stderr

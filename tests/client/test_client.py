@@ -246,3 +246,24 @@ def test_a_concurrency_key_goes_in_the_query(stub):
     Client(url).post("h.example", "q", {"a": 1}, concurrency_key="customer 7")
     _, path, _, _ = handler.seen[0]
     assert path == "/api/v1/queues/h.example/q/tasks?concurrencyKey=customer+7"
+
+
+def test_a_grouped_post_and_batch_name_their_group_and_callback(stub):
+    handler, url = stub
+    handler.answers = [(201, {"id": "t"}), (201, {"tasks": [], "replayed": []}),
+                       (200, {"id": "g/1"})]  # fmt: skip
+    client = Client(url)
+    client.post("h.example", "q", {"a": 1}, group="g1", on_complete_queue="reports",
+                on_complete={"k": "v"})  # fmt: skip
+    client.post_many("h.example", "q", [{"item": {"a": 1}}], group="g1",
+                     on_complete={"queue": "reports", "item": {}})  # fmt: skip
+    client.group("h.example", "q", "g/1")
+    (_, post, _, _), (_, batch, _, body), (method, read, _, _) = handler.seen
+    assert batch == "/api/v1/queues/h.example/q/tasks/batch"
+    assert post == (
+        "/api/v1/queues/h.example/q/tasks?group=g1&onCompleteQueue=reports"
+        "&onComplete=%7B%22k%22%3A+%22v%22%7D"
+    )
+    assert json.loads(body) == {"tasks": [{"item": {"a": 1}}], "group": "g1",
+                                "onComplete": {"queue": "reports", "item": {}}}  # fmt: skip
+    assert (method, read) == ("GET", "/api/v1/queues/h.example/q/groups/g%2F1")

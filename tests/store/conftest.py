@@ -38,6 +38,7 @@ BOTH_STORES = frozenset(
         "test_post_order",
         "test_dependencies",
         "test_limits",
+        "test_groups",
     }
 )
 

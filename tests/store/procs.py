@@ -418,3 +418,43 @@ def flow_hand(opener: StoreOpener, settings: QueueSettings, orders: Any, answers
         except Exception as exc:  # any error at all fails the test
             answers.put(repr(exc))
     store.close()
+
+
+def finish_and_kill(config: StoreConfig, task_id: str, k: int) -> None:
+    """Finish a claimed task and SIGKILL this process just before its k-th disk-changing call
+    (exit 0 if it had fewer): the kill may fall between the ending, the group's count and the
+    group's callback."""
+    import os
+    import signal
+
+    def kill_at(n: int, kind: str) -> None:
+        if n == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    store = QueueStore(config)
+    files.FAULTS.reset()
+    files.FAULTS.before = kill_at
+    store.finish(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={"r": 1})
+    os._exit(0)
+
+
+def sweeper(opener: StoreOpener, now: int, start: Any, out: Any) -> None:
+    """Sweep the test's queue once, as soon as `start` is set (two of them race)."""
+    store = opener.open()
+    start.wait()
+    try:
+        store.sweep_queue(HOST, QUEUE, LONG, now=now)
+        out.put(None)
+    except Exception as exc:  # any error at all fails the test
+        out.put(repr(exc))
+
+
+def finisher(opener: StoreOpener, task_id: str, start: Any, out: Any) -> None:
+    """Finish one task box-1 holds, as soon as `start` is set (several of them race)."""
+    store = opener.open()
+    start.wait()
+    try:
+        store.finish(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={})
+        out.put(None)
+    except Exception as exc:  # any error at all fails the test
+        out.put(repr(exc))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from queues.store import QueueSettings, QueueStore, StoreConfig, sweep_queue
+from queues.store import OnComplete, QueueSettings, QueueStore, StoreConfig, sweep_queue
 from queues.store.eventlog import EVENTS
 from tasklogs.ingest import ingest_directory
 from tasklogs.models import TaskEvent
@@ -110,3 +110,8 @@ def drive_every_event(store: QueueStore) -> None:
     delayed = store.post(HOST, QUEUE, {"n": 4}, settings=SETTINGS, posted_by="a",
                          delay_seconds=3600, now=end + 3 * SECOND).task  # fmt: skip
     store.hasten(HOST, QUEUE, delayed.id, settings=SETTINGS, now=end + 4 * SECOND, by="olga")
+    # callback: a group's last task ended, and its callback was posted
+    closing = OnComplete(queue="reports", item={}, settings=SETTINGS)
+    member = store.post(HOST, QUEUE, {"n": 5}, settings=SETTINGS, posted_by="a",
+                        now=end + 5 * SECOND, group="g", on_complete=closing).task  # fmt: skip
+    store.cancel(HOST, QUEUE, member.id, settings=SETTINGS, now=end + 6 * SECOND)

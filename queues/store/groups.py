@@ -1,0 +1,501 @@
+"""Groups on the file store: the members a group counts, their endings, and its callback,
+posted once when the group is closed and every member has ended.
+
+A group lives in its queue's groups/ directory, `groups/<group>/`:
+
+    owner        the producer whose post made the group (null: a public post's); another
+                 producer's post naming the group is refused as if it did not exist
+    count        posted, ended, and the ended by outcome (GROUP_OUTCOMES): a fixed-size
+                 record rewritten in place (files.write_record) under an flock on it, the
+                 group's one lock
+    members/<id> an empty file per member, made by its post before the task is written
+    ended/<id>   the outcome the member first ended with, made content first and exclusively
+                 (a no-replace rename): a member counts once, however often it ends
+    unfinished   the members that did not finish, one line each (the callback's list)
+    closed       the onComplete of the post that closed the group (it takes no more members)
+    callback     the callback task posted, "queue" and "id": the group is done
+
+An ending costs what one member is, never what the group holds: under the lock, one marker,
+one line when it did not finish, one rewrite of the count. The order makes a crash harmless:
+a post registers its members (and raises `posted`) before it writes them, so the count never
+says "all ended" while one is unwritten; the closing post writes `closed` after its members'
+count; an ending marks and counts after its own record is written. What a crash leaves in
+between (a record ended but not counted, a count a marker ahead of it, a member registered and
+never written) the sweep's recount repairs (sweep_groups), so a crash delays the callback and
+never loses or doubles it. The callback is posted with an Idempotency-Key derived from the
+group (rules.callback_key), so two enders or two sweeps that both see the group complete post
+one task, and `callback` stops any later post once the key is cleaned with its task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import orjson
+
+from . import copies, files, paths, rules, sequence
+from .batch import OnComplete
+from .errors import GroupClosed, IdempotencyKeyReused, NotFound, StoreError
+from .eventlog import EventLog
+from .paths import QueueDirs
+from .records import State, Task
+from .results import GROUP_OUTCOMES, GroupCounts, GroupView
+from .settings import QueueSettings
+
+COUNT, MEMBERS, ENDED = "count", "members", "ended"
+CLOSED, CALLBACK, UNFINISHED = "closed", "callback", "unfinished"
+OWNER = "owner"  # the producer of the group's first post: only its posts join the group
+_WIDTH = 16  # digits of each count, written whole: a record never changes its size
+_NUMBERS = 2 + len(GROUP_OUTCOMES)
+_RECORD_SIZE = _NUMBERS * (_WIDTH + 1)
+
+
+class QueueCore(Protocol):
+    """What of core.QueueCore this module uses (core.py calls it: no import back)."""
+
+    fsync: files.Durable
+    log: EventLog
+
+    def queue_dirs(
+        self, host: str, queue: str, *, create: bool = False
+    ) -> AbstractContextManager[QueueDirs]: ...
+
+    def admit(
+        self, qd: QueueDirs, task: Task, *, now: int, settings: QueueSettings
+    ) -> Task | None: ...
+
+
+# -- the group's directory and its count ------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _group_dir(qd: QueueDirs, group: str, *, create: bool, fsync: files.Durable) -> Iterator[int]:
+    """The group's directory, open for the block (NotFound for a group never posted to)."""
+    # the queue's directory, as the parent of its pending/ (opened without following a
+    # symlink): no descriptor more is kept open per queue for groups
+    queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    try:
+        groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=create, fsync=fsync)
+        try:
+            gfd = paths.open_dir(groups_fd, group, create=create, fsync=fsync)
+        finally:
+            os.close(groups_fd)
+    except FileNotFoundError as exc:
+        raise NotFound() from exc
+    finally:
+        os.close(queue_fd)
+    try:
+        yield gfd
+    finally:
+        os.close(gfd)
+
+
+@contextlib.contextmanager
+def _subdir(gfd: int, name: str, *, create: bool, fsync: files.Durable) -> Iterator[int | None]:
+    """members/ or ended/ of a group, open for the block; None when it was never made."""
+    try:
+        fd = paths.open_dir(gfd, name, create=create, fsync=fsync)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+class _Count:
+    """The group's count file, locked: what it says (None when it is torn or unreadable: only
+    the sweep's recount may then decide), and its rewrite."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.counts = _parse(os.pread(fd, _RECORD_SIZE + 1, 0))
+
+    def save(self, counts: GroupCounts, *, fsync: files.Durable) -> None:
+        numbers = (counts.posted, counts.ended, *counts.by_outcome)
+        files.write_record(self.fd, b"".join(b"%0*d\n" % (_WIDTH, n) for n in numbers),
+                           fsync=fsync)  # fmt: skip
+        self.counts = counts
+
+
+def _parse(data: bytes) -> GroupCounts | None:
+    if not data:
+        return GroupCounts()  # a group whose first post is registering
+    numbers = data.split(b"\n")[:-1]
+    if (
+        len(data) != _RECORD_SIZE
+        or len(numbers) != _NUMBERS
+        or not all(n.isdigit() for n in numbers)
+    ):
+        return None
+    posted, ended, *by = (int(n) for n in numbers)
+    return GroupCounts(posted, ended, tuple(by))
+
+
+@contextlib.contextmanager
+def _locked(gfd: int) -> Iterator[_Count]:
+    """The group's lock: every change of its members, markers and count is made under it."""
+    fd = files.open_record_file(gfd, COUNT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield _Count(fd)
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# -- posts --------------------------------------------------------------------------------------
+
+
+def register(
+    core: QueueCore,
+    qd: QueueDirs,
+    group: str,
+    tasks: list[Task],
+    *,
+    on_complete: OnComplete | None,
+    posted_by: str | None,
+    now: int,
+) -> None:
+    """Make `tasks` members of the group before they are written; with `on_complete`, close
+    the group after them. GroupClosed if a post closed it already."""
+    fsync = core.fsync
+    with _group_dir(qd, group, create=True, fsync=fsync) as gfd, _locked(gfd) as count:
+        _check_owner(gfd, posted_by, fsync=fsync)
+        if _exists(gfd, CLOSED):
+            raise GroupClosed()
+        counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
+        with _subdir(gfd, MEMBERS, create=True, fsync=fsync) as members:
+            assert members is not None
+            for task in tasks:
+                files.create_empty(members, task.id)
+            if fsync:
+                files.sync_dir(members, fsync)
+        with _subdir(gfd, ENDED, create=True, fsync=fsync):
+            pass  # made now, so an ending never has to make a directory
+        count.save(dataclasses.replace(counts, posted=counts.posted + len(tasks)), fsync=fsync)
+        if on_complete is not None:  # after the count: `closed` never sees fewer members
+            closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
+            files.write_durable(gfd, CLOSED, closing, fsync=fsync)
+
+
+def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> None:
+    """Under the lock: the first post makes the group its producer's; NotFound (the tenant
+    rule) for a post of anyone else."""
+    try:
+        owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
+    except FileNotFoundError:
+        files.write_durable(gfd, OWNER, orjson.dumps({"postedBy": posted_by}), fsync=fsync)
+        return
+    if owner != posted_by:
+        raise NotFound()
+
+
+def unregister(
+    core: QueueCore, qd: QueueDirs, group: str, task_ids: list[str], *, now: int
+) -> None:
+    """Take back members whose post wrote nothing (an Idempotency-Key replay, a failed write)."""
+    with _group_dir(qd, group, create=False, fsync=core.fsync) as gfd:
+        with _locked(gfd) as count, _subdir(gfd, MEMBERS, create=False, fsync=False) as members:
+            if count.counts is None or members is None:
+                return  # the sweep's recount sees them gone
+            removed = 0
+            for task_id in task_ids:
+                with contextlib.suppress(FileNotFoundError):
+                    files.unlink(members, task_id, fsync=False)
+                    removed += 1
+            if core.fsync:
+                files.sync_dir(members, core.fsync)
+            counts = count.counts
+            count.save(
+                dataclasses.replace(counts, posted=counts.posted - removed), fsync=core.fsync
+            )
+            due = _due(gfd, count.counts)
+        if due:
+            _call_back(core, qd, gfd, group, now=now)
+
+
+# -- endings ----------------------------------------------------------------------------------
+
+
+def note_ended(core: QueueCore, ended: list[Task], *, now: int) -> None:
+    """Count the members among tasks that just ended (QueueCore.apply calls it), and post a
+    group's callback when that made it complete. What fails here is left to the sweep's
+    recount: the ending itself stands."""
+    by_group: dict[tuple[str, str, str], list[Task]] = {}
+    for task in ended:
+        if task.group is not None:
+            by_group.setdefault((task.host, task.queue, task.group), []).append(task)
+    for (host, queue, group), tasks in by_group.items():
+        with contextlib.suppress(OSError, StoreError), core.queue_dirs(host, queue) as qd:
+            _note(core, qd, group, [(t.id, t.status.value) for t in tasks], now=now)
+
+
+def _note(
+    core: QueueCore, qd: QueueDirs, group: str, ended: list[tuple[str, str]], *, now: int
+) -> None:
+    with _group_dir(qd, group, create=False, fsync=core.fsync) as gfd:
+        with _locked(gfd) as count:
+            if count.counts is None:
+                return  # torn: the sweep recounts it
+            # unsynced, as the markers: what a power cut takes, the recount brings back
+            count.save(_mark(gfd, count.counts, ended), fsync=False)
+            due = _due(gfd, count.counts)
+        if due:
+            _call_back(core, qd, gfd, group, now=now)
+
+
+def _mark(gfd: int, counts: GroupCounts, ended: list[tuple[str, str]]) -> GroupCounts:
+    """Each member's ending marked and counted, unless it was already (under the lock).
+
+    Not synced: the ending's own record is (before this), and the markers, `unfinished` and the
+    count are all made again from the members' records by the sweep's recount. A process's
+    crash leaves them in the page cache; a power cut may take them (or leave a marker empty:
+    the recount reads such a member's record), which delays the callback to the next sweep,
+    as a crash before them does. So an ending pays no fsync for its group."""
+    with _subdir(gfd, ENDED, create=True, fsync=False) as ended_fd:
+        assert ended_fd is not None
+        for task_id, outcome in ended:
+            temp = files.write_temp(ended_fd, outcome.encode(), fsync=False)
+            try:
+                files.publish_new(ended_fd, temp, task_id, fsync=False)
+            except FileExistsError:
+                continue  # it ended before (then a retry ran it again): it counts once
+            if outcome != State.FINISHED.value:
+                files.append_line_at(gfd, UNFINISHED, task_id.encode(), fsync=False)
+            counts = counts.counted(outcome)
+    return counts
+
+
+def _due(gfd: int, counts: GroupCounts | None) -> bool:
+    if counts is None:
+        return False
+    closed, called_back = _exists(gfd, CLOSED), _exists(gfd, CALLBACK)
+    return rules.group_state(counts, closed=closed, called_back=called_back) == "complete"
+
+
+def _call_back(core: QueueCore, qd: QueueDirs, gfd: int, group: str, *, now: int) -> None:
+    """Post the complete group's callback and note it in `callback`. Racing enders and sweeps
+    post one task: the post's Idempotency-Key (rules.callback_key) makes the second a replay."""
+    if _exists(gfd, CALLBACK):
+        return
+    on_complete, posted_by = rules.closing_of(orjson.loads(files.read_at(gfd, CLOSED)))
+    with _locked(gfd) as count:
+        counts = count.counts
+    if counts is None or not _due(gfd, counts):
+        return
+    task = rules.group_callback(qd.host, qd.queue, group, on_complete, counts,
+                                _unfinished(gfd), posted_by=posted_by, now=now)  # fmt: skip
+    with core.queue_dirs(qd.host, on_complete.queue, create=True) as cqd:
+        try:
+            task = task.numbered(sequence.draw(cqd, 1, posted_at=now))
+            prior = core.admit(cqd, task, now=now, settings=on_complete.settings)
+            if prior is None:  # ours: Task Logs tells the callback from a post by its line
+                core.log.append(task, "callback", now=now)
+            posted = prior or task
+        except IdempotencyKeyReused:
+            # another poster's count of the outcome differed (a recount in between): its
+            # callback stands
+            key = paths.key_file(posted_by, rules.callback_key(qd.queue, group))
+            posted = copies.winner(
+                cqd, orjson.loads(files.read_at(cqd.fd(paths.KEYS_DIR), key))["id"]
+            ).task
+    called = orjson.dumps({"queue": posted.queue, "id": posted.id, "at": now})
+    files.write_durable(gfd, CALLBACK, called, fsync=core.fsync)
+
+
+def _unfinished(gfd: int) -> list[str]:
+    """The members that did not finish, each once, sorted (two posters build one item)."""
+    try:
+        data = files.read_at(gfd, UNFINISHED)
+    except FileNotFoundError:
+        return []
+    return sorted(
+        {line.decode() for line in data.split(b"\n") if paths.task_id_of(line.decode() + ".json")}
+    )
+
+
+# -- the sweep's recount -----------------------------------------------------------------------
+
+
+def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
+    """The sweep's pass over a queue's open groups: each is recounted from its members and
+    their tasks (what a crash between an ending and its count left), and a complete one's
+    callback posted. Costs what the open groups' unended members are; returns how many groups
+    it looked at."""
+    looked = 0
+    for group in _groups(qd):
+        with (
+            contextlib.suppress(NotFound),
+            _group_dir(qd, group, create=False, fsync=core.fsync) as gfd,
+        ):
+            if _exists(gfd, CALLBACK):
+                continue
+            looked += 1
+            with _locked(gfd) as count:
+                _recount(core, qd, gfd, count, now)
+                due = _due(gfd, count.counts)
+            if due:
+                _call_back(core, qd, gfd, group, now=now)
+    return looked
+
+
+def _groups(qd: QueueDirs) -> list[str]:
+    """The names of the queue's groups."""
+    queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    try:
+        groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=False)
+    except FileNotFoundError:
+        return []
+    finally:
+        os.close(queue_fd)
+    try:
+        names = os.listdir(groups_fd)
+    finally:
+        os.close(groups_fd)
+    return sorted(name for name in names if _valid_group(name))
+
+
+def _valid_group(name: str) -> bool:
+    try:
+        paths.validate_queue(name)
+    except StoreError:
+        return False
+    return True
+
+
+def _recount(core: QueueCore, qd: QueueDirs, gfd: int, count: _Count, now: int) -> GroupCounts:
+    """Under the group's lock: mark the members that ended without being counted (and those
+    registered but never written, once GROUP_GONE_MS have passed), then set the count to what
+    the markers say, when it says otherwise."""
+    with _subdir(gfd, MEMBERS, create=False, fsync=False) as members_fd, \
+            _subdir(gfd, ENDED, create=True, fsync=core.fsync) as ended_fd:  # fmt: skip
+        assert ended_fd is not None
+        members = _names(members_fd)
+        ended = set(_names(ended_fd))
+        late = []
+        for task_id in members:
+            if task_id not in ended:
+                outcome = _outcome(qd, members_fd, task_id, now)
+                if outcome is not None:
+                    late.append((task_id, outcome))
+        counts = count.counts
+        if late or counts is None or counts.posted != len(members) or counts.ended != len(ended):
+            _mark(gfd, GroupCounts(), late)  # markers and lines only: counted below
+            counts = _count_markers(qd, gfd, ended_fd, len(members))
+            count.save(counts, fsync=core.fsync)
+    return counts
+
+
+def _names(dir_fd: int | None) -> list[str]:
+    if dir_fd is None:
+        return []
+    return [name for name in os.listdir(dir_fd) if paths.task_id_of(name + ".json") == name]
+
+
+def _outcome(qd: QueueDirs, members_fd: int | None, task_id: str, now: int) -> str | None:
+    """How an uncounted member stands: its status once it ended, "gone" once its post is
+    GROUP_GONE_MS old and it was never written (or is gone), None while it may still run."""
+    found = copies.copies(qd, task_id)
+    if found:
+        status = found[0].task.status
+        return status.value if status.terminal else None
+    assert members_fd is not None
+    try:
+        made = os.stat(task_id, dir_fd=members_fd, follow_symlinks=False).st_mtime_ns // 1_000_000
+    except FileNotFoundError:
+        return None
+    return "gone" if now - made >= rules.GROUP_GONE_MS else None
+
+
+def _count_markers(qd: QueueDirs, gfd: int, ended_fd: int, posted: int) -> GroupCounts:
+    """The count as the markers tell it; `unfinished` rewritten from them too. A marker a power
+    cut left empty says nothing: its member's record does (gone, when it is gone)."""
+    counts = GroupCounts(posted=posted)
+    unfinished = []
+    for task_id in _names(ended_fd):
+        try:
+            outcome = files.read_at(ended_fd, task_id).decode()
+        except FileNotFoundError:
+            continue
+        if outcome not in GROUP_OUTCOMES:
+            found = copies.copies(qd, task_id)
+            status = found[0].task.status if found else None
+            outcome = status.value if status is not None and status.terminal else "gone"
+        counts = counts.counted(outcome)
+        if outcome != State.FINISHED.value:
+            unfinished.append(task_id)
+    data = b"".join(b"\n" + task_id.encode() + b"\n" for task_id in unfinished)
+    files.write_durable(gfd, UNFINISHED, data, fsync=False)
+    return counts
+
+
+# -- reads --------------------------------------------------------------------------------------
+
+
+def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
+    """The group's progress as it stands; NotFound for a group never posted to."""
+    try:
+        paths.validate_queue(group)
+    except StoreError as exc:
+        raise NotFound() from exc
+    with (
+        core.queue_dirs(host, queue) as qd,
+        _group_dir(qd, group, create=False, fsync=False) as gfd,
+    ):
+        with _locked(gfd) as count:
+            counts = count.counts or GroupCounts()
+        closing: dict[str, Any] | None = None
+        with contextlib.suppress(FileNotFoundError):
+            closing = orjson.loads(files.read_at(gfd, CLOSED))
+        callback: dict[str, Any] | None = None
+        with contextlib.suppress(FileNotFoundError):
+            callback = orjson.loads(files.read_at(gfd, CALLBACK))
+        owner: str | None = None
+        with contextlib.suppress(FileNotFoundError):
+            owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
+    state = rules.group_state(counts, closed=closing is not None, called_back=callback is not None)
+    return GroupView(
+        host=host,
+        queue=queue,
+        group=group,
+        state=state,
+        counts=counts,
+        posted_by=owner,
+        on_complete_queue=None if closing is None else closing["queue"],
+        callback=None if callback is None else (callback["queue"], callback["id"]),
+    )
+
+
+def members(core: QueueCore, host: str, queue: str, group: str, *, limit: int) -> list[Task]:
+    """Up to `limit` tasks of the group as they stand (by id: the console's page shows the
+    first of them), in post order; a task cleaned since is left out."""
+    try:
+        paths.validate_queue(group)
+    except StoreError as exc:
+        raise NotFound() from exc
+    with (
+        core.queue_dirs(host, queue) as qd,
+        _group_dir(qd, group, create=False, fsync=False) as gfd,
+    ):
+        with _subdir(gfd, MEMBERS, create=False, fsync=False) as members_fd:
+            names = sorted(_names(members_fd))[:limit]
+        found = []
+        for task_id in names:
+            with contextlib.suppress(NotFound):
+                found.append(copies.winner(qd, task_id).task)
+    return sorted(found, key=lambda t: (t.posted_at, t.seq, t.id))

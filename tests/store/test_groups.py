@@ -1,0 +1,373 @@
+"""Groups with a callback on both stores: a group is open until a post that gives onComplete
+closes it, and once every member of a closed group has ended its callback task is posted
+exactly once, its item carrying the group's outcome."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from queues.store import GroupClosed, InvalidRequest, NotFound, QueueSettings
+from queues.store.batch import OnComplete, PostEntry, Report
+
+from . import procs
+from .conftest import HOST, QUEUE, T0
+
+LONG = procs.LONG
+W = {"settings": LONG, "worker": "box-1", "attempt": 1}
+CALLBACKS = "reports"
+
+
+def _on_complete(item=None, settings=LONG):
+    return OnComplete(queue=CALLBACKS, item=item or {"report": "nightly"}, settings=settings)
+
+
+def _post(h, n, group="g1", on_complete=None, now=T0):
+    return h.post({"n": n}, settings=LONG, group=group, on_complete=on_complete, now=now)
+
+
+def _run(h, task_id, now, outcome="result"):
+    [claimed] = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now)
+    assert claimed.id == task_id
+    if outcome == "result":
+        h.store.finish(HOST, QUEUE, task_id, result={"ok": 1}, now=now + 1, **W)
+    else:
+        h.store.fail(HOST, QUEUE, task_id, result={"no": 1}, now=now + 1, **W)
+
+
+def _callbacks(h):
+    try:
+        page = h.store.list_tasks(HOST, CALLBACKS, limit=50)
+    except NotFound:
+        return []
+    return page.tasks
+
+
+def test_a_closed_group_posts_its_callback_once_every_member_ended(h):
+    a = _post(h, 1)
+    b = _post(h, 2, on_complete=_on_complete())
+    assert a.group == "g1" and a.status_view()["group"] == "g1"
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "closed" and view["posted"] == 2 and view["ended"] == 0
+    assert view["onCompleteQueue"] == CALLBACKS and view["callback"] is None
+    _run(h, a.id, T0 + 10)
+    assert _callbacks(h) == []
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["counts"]["finished"] == 1
+    _run(h, b.id, T0 + 20)
+    [callback] = _callbacks(h)
+    outcome = callback.item["group"]
+    assert callback.item["report"] == "nightly" and callback.posted_by == "alice"
+    assert outcome == {
+        "id": "g1",
+        "queue": QUEUE,
+        "total": 2,
+        "counts": {"finished": 2, "failed": 0, "cancelled": 0, "gone": 0},
+        "unfinished": [],
+        "unfinishedCount": 0,
+    }
+    assert [e["event"] for e in h.events(callback.id)] == ["posted", "callback"]
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "called_back" and view["running"] == 0
+    assert view["callback"] == {"queue": CALLBACKS, "id": callback.id}
+    # the sweep finds nothing to do, and posts nothing more
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 30)
+    assert [t.id for t in _callbacks(h)] == [callback.id]
+
+
+def test_an_open_group_never_calls_back_even_when_every_member_ended(h):
+    a = _post(h, 1)
+    _run(h, a.id, T0 + 10)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 100_000)
+    assert _callbacks(h) == []
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["state"] == "open"
+    c = _post(h, 3, on_complete=_on_complete(), now=T0 + 200)  # closes it, as its last member
+    assert _callbacks(h) == []
+    _run(h, c.id, T0 + 300)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["total"] == 2
+
+
+def test_a_closed_group_refuses_more_members_and_nothing_is_written(h):
+    _post(h, 1, on_complete=_on_complete())
+    before = h.store.read_group(HOST, QUEUE, "g1")
+    with pytest.raises(GroupClosed):
+        _post(h, 2)
+    with pytest.raises(GroupClosed):
+        h.store.post_many(HOST, QUEUE, [PostEntry(item={"n": 3})], settings=LONG,
+                          posted_by="alice", now=T0, group="g1")  # fmt: skip
+    assert h.store.read_group(HOST, QUEUE, "g1") == before
+    assert h.count("pending") == 1
+    _post(h, 4, group="g2")  # another group of the queue is its own
+
+
+def test_members_that_did_not_finish_are_counted_and_named_once(h):
+    settings = QueueSettings(queue_seconds=LONG.queue_seconds, lease_seconds=3600, max_attempts=1)
+    a = h.post({"n": 1}, settings=settings, group="g1")
+    b = h.post({"n": 2}, settings=settings, group="g1")
+    c = h.post({"n": 3}, settings=settings, group="g1", on_complete=_on_complete())
+    h.store.cancel(HOST, QUEUE, c.id, settings=settings, now=T0 + 5)
+    _run(h, a.id, T0 + 10, outcome="fail")
+    # a member retried after its ending counts as it first ended, once
+    h.store.retry(HOST, QUEUE, a.id, settings=settings, now=T0 + 20)
+    claimed = h.store.claim(HOST, QUEUE, settings=settings, worker="box-1", now=T0 + 30,
+                            max_tasks=2)  # fmt: skip
+    assert {t.id for t in claimed} == {a.id, b.id}
+    for task in claimed:
+        h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 40,
+                       settings=settings, worker="box-1", attempt=task.attempts)  # fmt: skip
+    [callback] = _callbacks(h)
+    outcome = callback.item["group"]
+    assert outcome["counts"] == {"finished": 1, "failed": 1, "cancelled": 1, "gone": 0}
+    assert outcome["unfinished"] == sorted([a.id, c.id]) and outcome["unfinishedCount"] == 2
+
+
+def test_a_batch_post_gives_its_entries_a_group_and_closes_it(h):
+    results = h.store.post_many(
+        HOST,
+        QUEUE,
+        [PostEntry(item={"n": i}) for i in range(5)],
+        settings=LONG,
+        posted_by="alice",
+        now=T0,
+        group="batch-1",
+        on_complete=_on_complete(),
+    )
+    assert {r.task.group for r in results} == {"batch-1"}
+    view = h.store.read_group(HOST, QUEUE, "batch-1").view()
+    assert view["state"] == "closed" and view["posted"] == 5
+    claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 10, max_tasks=5)
+    for task in claimed:
+        h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 20, **W)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["counts"]["finished"] == 5
+
+
+def test_a_replayed_closing_post_answers_its_first_task_and_adds_no_member(h):
+    first = h.store.post(HOST, QUEUE, {"n": 1}, settings=LONG, posted_by="alice", now=T0,
+                         idempotency_key="k1", group="g1", on_complete=_on_complete())  # fmt: skip
+    again = h.store.post(HOST, QUEUE, {"n": 1}, settings=LONG, posted_by="alice", now=T0 + 5,
+                         idempotency_key="k1", group="g1", on_complete=_on_complete())  # fmt: skip
+    assert again.replayed and again.task.id == first.task.id
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["posted"] == 1
+    _run(h, first.task.id, T0 + 10)
+    assert len(_callbacks(h)) == 1
+
+
+@pytest.mark.parametrize(
+    "group", ["", "Upper", "a/b", "-lead", "x" * 65, "dots.in.it", 7, "caf\u00e9", "a\x00"]
+)
+def test_a_bad_group_name_is_refused_and_nothing_is_posted(h, group):
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, group=group)
+    assert h.count("pending") == 0
+
+
+def test_on_complete_is_checked_before_anything_is_posted(h):
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, group=None, on_complete=_on_complete())  # onComplete needs a group
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, on_complete=OnComplete(queue="Bad Queue", item={}, settings=LONG))
+    with pytest.raises(InvalidRequest):
+        _post(h, 1, on_complete=OnComplete(queue=CALLBACKS, item=[1], settings=LONG))
+    assert h.count("pending") == 0
+    with pytest.raises(NotFound):
+        h.store.read_group(HOST, QUEUE, "g1")
+
+
+def test_a_group_is_its_first_producers_and_anothers_post_to_it_is_not_found(h):
+    _post(h, 1)
+    with pytest.raises(NotFound):
+        h.post({"n": 2}, settings=LONG, group="g1", posted_by="bob")
+    with pytest.raises(NotFound):
+        h.post({"n": 3}, settings=LONG, group="g1", posted_by=None)  # a public post
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["postedBy"] == "alice" and view["posted"] == 1
+    assert h.count("pending") == 1
+
+
+def test_an_unknown_or_invalid_group_is_not_found(h):
+    _post(h, 1)
+    for group in ("g2", "../g1", "G1", ""):
+        with pytest.raises(NotFound):
+            h.store.read_group(HOST, QUEUE, group)
+    with pytest.raises(NotFound):
+        h.store.read_group(HOST, "otherqueue", "g1")
+
+
+def _big_group(h, n, now):
+    """A closed group of n members, all ended but the last one, which box-1 holds."""
+    for start in range(0, n, 100):
+        last = start + 100 >= n
+        entries = [PostEntry(item={"n": i}) for i in range(start, min(n, start + 100))]
+        h.store.post_many(HOST, QUEUE, entries, settings=LONG, posted_by="alice", now=now,
+                          group="big", on_complete=_on_complete() if last else None)  # fmt: skip
+    ended = 0
+    while True:
+        claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now, max_tasks=100)
+        if ended + len(claimed) == n:
+            held, claimed = claimed[-1], claimed[:-1]
+        reports = [Report(task_id=t.id, attempt=1, outcome="result", result={}) for t in claimed]
+        if reports:
+            h.store.finish_many(HOST, QUEUE, reports, settings=LONG, worker="box-1", now=now)
+        ended += len(claimed)
+        if ended == n - 1:
+            return held
+
+
+def _one_callback(h, n):
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["counts"]["finished"] == n
+    view = h.store.read_group(HOST, QUEUE, "big").view()
+    assert view["state"] == "called_back" and view["callback"]["id"] == callback.id
+    assert view["ended"] == view["posted"] == n
+    return callback
+
+
+def _restore(current, snapshot):
+    """Make the tree `current` what `snapshot` is again, copying back only what differs (by
+    name, size and mtime): a restore costs what the last ending changed, not the group."""
+    for dirpath, dirnames, filenames in os.walk(current):
+        there = snapshot / Path(dirpath).relative_to(current)
+        known = set(os.listdir(there)) if there.is_dir() else set()
+        for name in [d for d in dirnames if d not in known]:
+            shutil.rmtree(Path(dirpath) / name)
+            dirnames.remove(name)
+        for name in filenames:
+            if name not in known:
+                os.unlink(Path(dirpath) / name)
+    for dirpath, _, filenames in os.walk(snapshot):
+        here = current / Path(dirpath).relative_to(snapshot)
+        here.mkdir(exist_ok=True)
+        for name in filenames:
+            was = os.stat(Path(dirpath) / name)
+            try:
+                now = os.stat(here / name)
+            except FileNotFoundError:
+                now = None
+            if now is None or (now.st_size, now.st_mtime_ns) != (was.st_size, was.st_mtime_ns):
+                shutil.copy2(Path(dirpath) / name, here / name)
+
+
+@pytest.mark.files_only("the file store's disk calls are where the kill is put")
+@pytest.mark.parametrize("n", [3, pytest.param(10_000, marks=pytest.mark.slow)])
+def test_a_group_calls_back_once_whichever_step_its_last_ending_is_killed_at(tmp_path, n):
+    from .conftest import Harness
+
+    h = Harness(tmp_path / "store")
+    now = int(time.time() * 1000)
+    last = _big_group(h, n, now)
+    assert _callbacks(h) == []
+    h.close()
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(h.config.items_dir, snapshot, symlinks=True)
+    ctx = mp.get_context("fork")
+    called_by_sweep = 0
+    for k in range(1, 80):
+        _restore(h.config.items_dir, snapshot)
+        h.reopen()
+        child = ctx.Process(target=procs.finish_and_kill, args=(h.config, last.id, k))
+        child.start()
+        child.join(60)
+        assert child.exitcode in (0, -signal.SIGKILL), (k, child.exitcode)
+        h.reopen()
+        finished = h.store.read(HOST, QUEUE, last.id).status.value == "finished"
+        before_sweep = len(_callbacks(h))
+        assert before_sweep <= 1, k
+        h.store.sweep_queue(HOST, QUEUE, LONG, now=now + 1000)
+        if finished:
+            callback = _one_callback(h, n)
+            called_by_sweep += before_sweep == 0
+            h.store.sweep_queue(HOST, QUEUE, LONG, now=now + 2000)  # and after the recovery
+            assert [t.id for t in _callbacks(h)] == [callback.id], k
+        else:
+            assert _callbacks(h) == [], k  # the ending did not happen: nor did the callback
+        if child.exitcode == 0:
+            break
+    else:
+        pytest.fail("the finish never completed")
+    assert called_by_sweep >= 3, k  # kills fell between the ending and the callback
+    h.close()
+
+
+@pytest.mark.files_only("the file store's disk calls are where the kill is put")
+def test_a_kill_between_the_ending_and_the_callback_is_posted_once_by_two_sweeps_at_once(tmp_path):
+    from .conftest import Harness
+
+    h = Harness(tmp_path)
+    now = int(time.time() * 1000)
+    last = _big_group(h, 5, now)
+    ctx = mp.get_context("fork")
+    # the finish's record, then its log line, then the group's marker: kill inside the group
+    for k in range(1, 60):
+        child = ctx.Process(target=procs.finish_and_kill, args=(h.config, last.id, k))
+        child.start()
+        child.join(60)
+        if h.store.read(HOST, QUEUE, last.id).status.value == "finished":
+            break
+    assert child.exitcode == -signal.SIGKILL and _callbacks(h) == []
+    h.close()
+    h.reopen()
+    spawn = mp.get_context("spawn")
+    out, start = spawn.Queue(), spawn.Event()
+    sweeps = [spawn.Process(target=procs.sweeper, args=(h.opener(), now + 1000, start, out))
+              for _ in range(2)]  # fmt: skip
+    for p in sweeps:
+        p.start()
+    start.set()
+    assert [out.get(timeout=60) for _ in sweeps] == [None, None]
+    for p in sweeps:
+        p.join(30)
+    _one_callback(h, 5)
+
+
+def test_two_processes_ending_the_last_members_at_once_post_one_callback(h):
+    now = int(time.time() * 1000)
+    _post(h, 1, group="race", now=now)
+    _post(h, 2, group="race", on_complete=_on_complete(), now=now)
+    claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=now, max_tasks=2)
+    ctx = mp.get_context("spawn")
+    out, start = ctx.Queue(), ctx.Event()
+    enders = [
+        ctx.Process(target=procs.finisher, args=(h.opener(), t.id, start, out)) for t in claimed
+    ]
+    for p in enders:
+        p.start()
+    start.set()
+    assert [out.get(timeout=60) for _ in enders] == [None, None]
+    for p in enders:
+        p.join(30)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["counts"]["finished"] == 2
+
+
+@pytest.mark.files_only("the file store's markers and count are files a power cut may leave")
+def test_what_a_power_cut_may_leave_of_the_unsynced_bookkeeping_the_sweep_recounts(h):
+    a, b = _post(h, 1), _post(h, 2)
+    _run(h, a.id, T0 + 10, outcome="fail")
+    _run(h, b.id, T0 + 20)
+    group_dir = h.queue_dir / "groups" / "g1"
+    (group_dir / "ended" / a.id).write_bytes(b"")  # its name made durable, not its content
+    (group_dir / "ended" / b.id).unlink()  # not even its name
+    (group_dir / "unfinished").unlink()
+    (group_dir / "count").write_bytes(b"000000000000000\n")  # torn
+    c = _post(h, 3, on_complete=_on_complete(), now=T0 + 30)  # recounts the torn count first
+    _run(h, c.id, T0 + 40)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 50)
+    [callback] = _callbacks(h)
+    outcome = callback.item["group"]
+    assert outcome["counts"] == {"finished": 2, "failed": 1, "cancelled": 0, "gone": 0}
+    assert outcome["unfinished"] == [a.id] and outcome["total"] == 3
+
+
+def test_a_groups_members_read_in_post_order(h):
+    posted = [_post(h, i, now=T0 + i) for i in range(3)]
+    assert [t.id for t in h.store.group_members(HOST, QUEUE, "g1")] == [t.id for t in posted]
+    assert len(h.store.group_members(HOST, QUEUE, "g1", limit=2)) == 2
+    with pytest.raises(NotFound):
+        h.store.group_members(HOST, QUEUE, "nosuch")
