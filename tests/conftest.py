@@ -92,15 +92,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput") or not multiproc.MEMORY.is_dir():
         return  # the controller looks once, after every worker ended
     base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
-    mine = {multiproc.in_memory(base)}
+    mine = set()
     for where, dirs, _ in os.walk(base):
-        mine.update(multiproc.in_memory(Path(where) / d) for d in dirs)
+        for name in dirs:  # a var/ that was never made (its server made nothing in it) too
+            mine.update(map(multiproc.in_memory, (Path(where) / name, Path(where) / name / "var")))
     left = sorted(p for p in multiproc.MEMORY.glob("taskhoster-metrics-*") if p in mine)
     for path in left:
         shutil.rmtree(path, ignore_errors=True)
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line(f"{len(left)} server figures' directories left in "
                                 f"{multiproc.MEMORY} (now removed): a test's server or sweep "
                                 f"loop without TASKHOSTER_METRICS_DIR", red=True)  # fmt: skip
