@@ -70,6 +70,11 @@ TASKHOSTER_METRICS_TOKEN = env.str("TASKHOSTER_METRICS_TOKEN", default="")
 # The web server's and the sweep loop's own figures (request durations, flushes, held threads,
 # sweep passes; docs/metrics.md). Off: none is counted, and /metrics has only the store's.
 TASKHOSTER_SERVER_METRICS = env.bool("TASKHOSTER_SERVER_METRICS", default=True)
+# Each process counts them in its memory and writes them for /metrics this often (and as it
+# exits): the most another process's figures lag in a scrape, and what a SIGKILL takes.
+TASKHOSTER_METRICS_WRITE_SECONDS = env.float("TASKHOSTER_METRICS_WRITE_SECONDS", default=1.0)
+if not 0 < TASKHOSTER_METRICS_WRITE_SECONDS <= 3600:
+    raise ImproperlyConfigured("TASKHOSTER_METRICS_WRITE_SECONDS: a number of seconds, 0 to 3600")
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
 # How durable writes are flushed: "syncfs" (one flush of the items' file system per batch and per
 # round of concurrent operations) or "fsync" (each file and directory); README, "Flushing".

@@ -14,9 +14,20 @@ store's run reaches Django's database exactly as its sibling does (tokens, grant
 settings, the same views), and its store side is the first pass's.
 """
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+
+from queues.metrics import multiproc
+
+# Every server and sweep loop a test starts keeps its figures' files under its own var/ (a
+# relative TASKHOSTER_METRICS_DIR is taken under the var/ directory it is given), not in a
+# directory of /dev/shm that would outlive the run; a child given an environment of its own
+# says so itself. This process reads <settings.VAR_DIR>/metrics, a directory of each test's own
+# (store_dirs), so no in-process scrape reads a server's files.
+os.environ[multiproc.CHOSEN] = "metrics"
 
 # how `make test` hands the tests to its workers (longest first, long modules split)
 pytest_plugins = ["tests.scheduling"]
@@ -66,13 +77,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def store_dirs(tmp_path: Path, settings) -> dict[str, Path]:
-    """Point the site at fresh store directories so no test sees another's tasks."""
+    """Point the site at fresh store directories (and var/) so no test sees another's tasks
+    or server figures."""
     items, logs = tmp_path / "items", tmp_path / "logs"
     items.mkdir()
     logs.mkdir()
     settings.TASKHOSTER_ITEMS_DIR = items
     settings.TASKHOSTER_LOGS_DIR = logs
+    settings.VAR_DIR = tmp_path / "var"
     return {"items": items, "logs": logs}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail a run that left server figures in /dev/shm: a directory there of a var/ under this
+    run's temporary directory is a server or sweep loop started without TASKHOSTER_METRICS_DIR
+    (each is tiny, but they pile up run after run). Removed, and named."""
+    if hasattr(session.config, "workerinput") or not multiproc.MEMORY.is_dir():
+        return  # the controller looks once, after every worker ended
+    base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    mine = set()
+    for where, dirs, _ in os.walk(base):
+        for name in dirs:  # a var/ that was never made (its server made nothing in it) too
+            mine.update(map(multiproc.in_memory, (Path(where) / name, Path(where) / name / "var")))
+    left = sorted(p for p in multiproc.MEMORY.glob("taskhoster-metrics-*") if p in mine)
+    for path in left:
+        shutil.rmtree(path, ignore_errors=True)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"{len(left)} server figures' directories left in "
+                                f"{multiproc.MEMORY} (now removed): a test's server or sweep "
+                                f"loop without TASKHOSTER_METRICS_DIR", red=True)  # fmt: skip
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

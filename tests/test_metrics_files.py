@@ -57,3 +57,15 @@ def test_a_root_another_user_owns_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(multiproc.CHOSEN, str(theirs))
     with pytest.raises(PermissionError, match="set TASKHOSTER_METRICS_DIR"):
         multiproc.prepare(tmp_path / "var", "web")
+
+
+def test_a_relative_root_is_under_the_installations_var_directory(tmp_path, monkeypatch):
+    """Wherever each program was started from (gunicorn's and the sweep's directories may
+    differ), they name the same root; the suite's servers keep theirs in their own var/."""
+    monkeypatch.setenv(multiproc.CHOSEN, "figures")
+    monkeypatch.chdir(tmp_path)
+    var = tmp_path / "site" / "var"
+    assert multiproc.root(var) == var / "figures"
+    assert multiproc.prepare(var, "sweep") == var / "figures" / "sweep"
+    monkeypatch.setenv(multiproc.CHOSEN, str(tmp_path / "absolute"))
+    assert multiproc.root(var) == tmp_path / "absolute"

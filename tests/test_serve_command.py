@@ -37,6 +37,7 @@ def site_env(tmp_path):
         "TASKHOSTER_ITEMS_DIR": str(tmp_path / "items"),
         "TASKHOSTER_LOGS_DIR": str(tmp_path / "logs"),
         "TASKHOSTER_FSYNC": "0", "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+        "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     return env

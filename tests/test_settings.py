@@ -196,3 +196,10 @@ def test_an_unknown_flush_mode_stops_the_settings(tmp_path):
     with pytest.raises(subprocess.CalledProcessError) as failed:
         load_settings(tmp_path, TASKHOSTER_FLUSH="sometimes")
     assert "TASKHOSTER_FLUSH" in failed.value.stderr
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "3601", "soon"])
+def test_a_metrics_write_interval_out_of_range_stops_the_settings(tmp_path, seconds):
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        load_settings(tmp_path, TASKHOSTER_METRICS_WRITE_SECONDS=seconds)
+    assert "TASKHOSTER_METRICS_WRITE_SECONDS" in failed.value.stderr

@@ -116,6 +116,7 @@ def test_the_loop_prints_changes_only_and_stops_on_ctrl_c_without_a_traceback(tm
         "TASKHOSTER_ITEMS_DIR": str(tmp_path / "items"),
         "TASKHOSTER_LOGS_DIR": str(tmp_path / "logs"),
         "TASKHOSTER_FSYNC": "0", "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+        "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)

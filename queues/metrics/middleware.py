@@ -27,6 +27,7 @@ class RequestFigures:
             raise MiddlewareNotUsed
         self.get_response = get_response
         if self.counting:
+            server.write_every(settings.TASKHOSTER_METRICS_WRITE_SECONDS)
             server.watch_flushes()
             held_threads.watch(server.observe_waiting)
             server.observe_waiting(*held_threads.held())  # zeros from the start, not no series

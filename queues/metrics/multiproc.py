@@ -7,8 +7,9 @@ workers, `sweep/` for the sweep loop), so that one program's start never touches
 files, and /metrics reads them all.
 
 The root is in memory (/dev/shm), one per installation (its var/ directory) and user, unless
-TASKHOSTER_METRICS_DIR names one: every request writes to these files, and on the store's
-disk each of the store's flushes (syncfs) would write them back too.
+TASKHOSTER_METRICS_DIR names one (a relative one is taken under var/, so that programs started
+from different directories agree): the figures are written to these files every second, and on
+the store's disk each of the store's flushes (syncfs) would write them back too.
 
 Plain Python, no prometheus_client import: this runs in gunicorn's master before any worker
 imports prometheus_client, which reads the directory from the environment when it is first
@@ -34,11 +35,16 @@ _PID_FILE = re.compile(r"_(\d+)\.db$")
 def root(var_dir: str | os.PathLike[str]) -> Path:
     chosen = os.environ.get(CHOSEN, "").strip()
     if chosen:
-        return Path(chosen)
+        return Path(var_dir) / chosen  # an absolute one stays as it is
     if MEMORY.is_dir():
-        tag = hashlib.sha256(str(Path(var_dir).resolve()).encode()).hexdigest()[:12]
-        return MEMORY / f"taskhoster-metrics-{os.getuid()}-{tag}"
+        return in_memory(var_dir)
     return Path(var_dir) / "metrics"
+
+
+def in_memory(var_dir: str | os.PathLike[str]) -> Path:
+    """The default root of the installation whose var/ is `var_dir`, under /dev/shm."""
+    tag = hashlib.sha256(str(Path(var_dir).resolve()).encode()).hexdigest()[:12]
+    return MEMORY / f"taskhoster-metrics-{os.getuid()}-{tag}"
 
 
 def directory(var_dir: str | os.PathLike[str], program: str) -> Path:

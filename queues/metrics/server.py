@@ -4,8 +4,10 @@ durations by route, threads held waiting, the sweep loop's passes.
 A process that `start()`ed with a program name writes them to prometheus_client's
 multiprocess files (multiproc.py), where /metrics reads every process's; a process that did
 not (runserver, tests, a one-off command) keeps them in its own registry, which /metrics of the
-same process adds. The metric objects are made on first use, after the environment names the
-directory: prometheus_client chooses memory or files when a metric is made.
+same process adds. Request and flush durations are first kept in plain numbers and written to
+their metric about once a second (buffered.py). The metric objects are made on first use,
+after the environment names the directory: prometheus_client chooses memory or files when a
+metric is made.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from queues.store import flushing
 
-from . import multiproc
+from . import buffered, multiproc
 
 # A flush is a syncfs or an fsync: a fraction of a millisecond on an idle SSD, seconds on a
 # disk that struggles.
@@ -92,8 +94,27 @@ _KINDS: dict[str, tuple[type, str, dict[str, Any]]] = {
 # --- what the rest of the server calls -----------------------------------------------------
 
 
+# A request's and a flush's figure are kept in process memory and written to the metric at
+# most once a second (buffered.py): in multiprocess mode, each observation written through
+# would cost its request the labels' look-up and two writes to the mapped file under
+# prometheus_client's one lock.
+_flushes = buffered.BufferedHistogram(
+    lambda: _metric("taskhoster_flush_seconds"), FLUSH_BUCKETS, lambda program: (program,)
+)
+_requests = buffered.BufferedHistogram(
+    lambda: _metric("taskhoster_request_duration_seconds"),
+    REQUEST_BUCKETS,
+    lambda key: (key[0], key[1], f"{key[2]}xx"),
+)
+
+
+def write_every(seconds: float) -> None:
+    """How often this process writes its request and flush figures to its files."""
+    buffered.write_every(seconds)
+
+
 def observe_flush(seconds: float) -> None:
-    _metric("taskhoster_flush_seconds").labels(_program).observe(seconds)
+    _flushes.observe(_program, seconds)
 
 
 def watch_flushes() -> None:
@@ -104,9 +125,8 @@ def watch_flushes() -> None:
 
 
 def observe_request(route: str, method: str, status: int, seconds: float) -> None:
-    method = method if method in METHODS else "other"
-    request = _metric("taskhoster_request_duration_seconds")
-    request.labels(route, method, f"{status // 100}xx").observe(seconds)
+    # the method is bounded here, not at the write: any token is a method to Django
+    _requests.observe((route, method if method in METHODS else "other", status // 100), seconds)
 
 
 def observe_waiting(waiting: int, streams: int) -> None:
@@ -143,6 +163,7 @@ class ServerFigures(Collector):
         self.root = multiproc.root(var_dir)
 
     def collect(self) -> Iterator[Metric]:
+        buffered.write_all()  # this process's own figures, up to this request
         merged: dict[str, Metric] = {}
         for family in self._families():
             if family.name in merged:

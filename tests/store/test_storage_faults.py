@@ -337,6 +337,7 @@ def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_pat
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "TASKHOSTER_FSYNC": "0",
         "TASKHOSTER_ITEMS_DIR": str(items), "TASKHOSTER_LOGS_DIR": str(logs),
         "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
+        "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(root / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], cwd=root, env=env, check=True)

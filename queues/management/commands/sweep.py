@@ -70,6 +70,7 @@ class Command(BaseCommand):
         tracing.configure()
         if counting:  # its passes and flushes, for /metrics (docs/metrics.md)
             server.start("sweep", settings.VAR_DIR)
+            server.write_every(settings.TASKHOSTER_METRICS_WRITE_SECONDS)
             server.watch_flushes()
         store = stores.router()
         tally = SweepTally(started=time.time())
