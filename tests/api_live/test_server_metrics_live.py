@@ -231,8 +231,11 @@ def test_the_sweep_loops_passes_and_last_success(server):
     try:
         until(lambda: value(samples(server), "taskhoster_sweep_last_success_timestamp_seconds")
               > last)  # fmt: skip
-        files = list((server.tmp / "metrics" / "sweep").glob("*.db"))
-        assert files and all(f.name.endswith(f"_{again.pid}.db") for f in files)
+        names = sorted(f.name for f in (server.tmp / "metrics" / "sweep").glob("*.db"))
+        # the claim is about the dead loop's files; a short-lived child of the new loop may
+        # hold a file of its own pid for a moment (seen once at load 25), which is not a leak
+        assert any(name.endswith(f"_{again.pid}.db") for name in names), names
+        assert not any(name.endswith(f"_{loop.pid}.db") for name in names), (loop.pid, names)
     finally:
         stop(again)
 
