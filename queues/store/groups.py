@@ -447,8 +447,10 @@ def _count_markers(qd: QueueDirs, gfd: int, ended_fd: int, posted: int) -> Group
 # -- reads --------------------------------------------------------------------------------------
 
 
-def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
-    """The group's progress as it stands; NotFound for a group never posted to."""
+@contextlib.contextmanager
+def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tuple[QueueDirs, int]]:
+    """The queue's directories and the group's, opened to read; NotFound for a name that is
+    not a group's or a group never posted to."""
     try:
         paths.validate_queue(group)
     except StoreError as exc:
@@ -457,6 +459,12 @@ def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
         core.queue_dirs(host, queue) as qd,
         _group_dir(qd, group, create=False, fsync=False) as gfd,
     ):
+        yield qd, gfd
+
+
+def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
+    """The group's progress as it stands; NotFound for a group never posted to."""
+    with _reading(core, host, queue, group) as (_qd, gfd):
         with _locked(gfd) as count:
             counts = count.counts or GroupCounts()
         closing: dict[str, Any] | None = None
@@ -484,14 +492,7 @@ def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
 def members(core: QueueCore, host: str, queue: str, group: str, *, limit: int) -> list[Task]:
     """Up to `limit` tasks of the group as they stand (by id: the console's page shows the
     first of them), in post order; a task cleaned since is left out."""
-    try:
-        paths.validate_queue(group)
-    except StoreError as exc:
-        raise NotFound() from exc
-    with (
-        core.queue_dirs(host, queue) as qd,
-        _group_dir(qd, group, create=False, fsync=False) as gfd,
-    ):
+    with _reading(core, host, queue, group) as (qd, gfd):
         with _subdir(gfd, MEMBERS, create=False, fsync=False) as members_fd:
             names = sorted(_names(members_fd))[:limit]
         found = []
