@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -231,27 +230,37 @@ def _one_callback(h, n):
 
 def _restore(current, snapshot):
     """Make the tree `current` what `snapshot` is again, copying back only what differs (by
-    name, size and mtime): a restore costs what the last ending changed, not the group."""
-    for dirpath, dirnames, filenames in os.walk(current):
-        there = snapshot / Path(dirpath).relative_to(current)
-        known = set(os.listdir(there)) if there.is_dir() else set()
-        for name in [d for d in dirnames if d not in known]:
-            shutil.rmtree(Path(dirpath) / name)
-            dirnames.remove(name)
-        for name in filenames:
-            if name not in known:
-                os.unlink(Path(dirpath) / name)
-    for dirpath, _, filenames in os.walk(snapshot):
-        here = current / Path(dirpath).relative_to(snapshot)
-        here.mkdir(exist_ok=True)
-        for name in filenames:
-            was = os.stat(Path(dirpath) / name)
-            try:
-                now = os.stat(here / name)
-            except FileNotFoundError:
-                now = None
-            if now is None or (now.st_size, now.st_mtime_ns) != (was.st_size, was.st_mtime_ns):
-                shutil.copy2(Path(dirpath) / name, here / name)
+    name, size and mtime): a restore costs what the last ending changed, not the group. With
+    scandir's entries and string paths: a Path per file made each of the ~80 restores of a
+    10,000-member group cost seconds."""
+    _restore_dir(os.fspath(current), os.fspath(snapshot))
+
+
+def _restore_dir(here, there):
+    theirs = {entry.name: entry for entry in os.scandir(there)}
+    ours = {entry.name: entry for entry in os.scandir(here)}
+    for name, entry in ours.items():
+        if name not in theirs:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    for name, was in theirs.items():
+        path = os.path.join(here, name)
+        if was.is_dir(follow_symlinks=False):
+            if name not in ours:
+                os.mkdir(path)
+            _restore_dir(path, was.path)
+            continue
+        now = ours.get(name)
+        before, after = was.stat(follow_symlinks=False), None
+        if now is not None:
+            after = now.stat(follow_symlinks=False)
+        if after is None or (after.st_size, after.st_mtime_ns) != (
+            before.st_size,
+            before.st_mtime_ns,
+        ):
+            shutil.copy2(was.path, path, follow_symlinks=False)
 
 
 @pytest.mark.files_only("the file store's disk calls are where the kill is put")
