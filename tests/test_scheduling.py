@@ -1,6 +1,8 @@
 """The suite's schedule on the xdist workers (tests/scheduling.py): long modules split, the
 longest units first, every other module one unit in collection order."""
 
+import pytest
+
 from tests import scheduling
 
 SPLIT = "tests/store/test_dependencies.py::test_a_chain_runs_in_order_with_four_worker_processes"
@@ -21,7 +23,27 @@ def test_the_longest_units_come_first_and_the_rest_keep_their_order():
 
 
 def test_every_listed_module_exists_and_each_is_listed_once():
-    for module in (*scheduling.FIRST, *scheduling.SPREAD):
-        assert (scheduling.ROOT / module).is_file(), module
-    assert len(set(scheduling.FIRST)) == len(scheduling.FIRST)
-    assert scheduling.SPREAD.issubset(scheduling.FIRST)
+    for listed in (scheduling.FIRST_SQLITE, scheduling.FIRST_POSTGRES):
+        for module in (*listed, *scheduling.SPREAD):
+            assert (scheduling.ROOT / module).is_file(), module
+        assert len(set(listed)) == len(listed)
+    # the PostgreSQL pass leaves out most store modules: the SQLite pass has them all
+    assert scheduling.SPREAD.issubset(scheduling.FIRST_SQLITE)
+
+
+def test_a_spread_modules_slow_tests_come_before_its_others(request):
+    module = "tests/store/test_groups.py"
+    items = [item for item in request.session.items if item.nodeid.startswith(module + "::")]
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if not slow or len(slow) == len(items):
+        pytest.skip(f"this run did not collect both slow and other tests of {module}")
+    assert max(map(scheduling.order, slow)) < min(
+        scheduling.order(item) for item in items if item not in slow
+    )
+    # a module run whole keeps its own order, slow or not
+    whole = [
+        item
+        for item in request.session.items
+        if scheduling.module_of(item.nodeid) not in scheduling.SPREAD
+    ]
+    assert {scheduling.order(item)[1] for item in whole} == {True}
