@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from queues.metrics import multiproc
 from queues.store.sweep import UNFORESEEN
 
 from . import checker, pgcluster
@@ -341,10 +342,19 @@ def run_in_its_directory(
         code = run(args, tmp)
     finally:
         if code == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_run_directory(tmp)
         else:
             print(f"run directory kept: {tmp}")
     return code
+
+
+def remove_run_directory(run_dir: Path) -> None:
+    """A passed run's directory, and the figures its server kept in memory outside it: the
+    server runs on its default metrics place (/dev/shm, one per var/), as deployed, and that
+    place of a removed var/ would never be tidied by a later start."""
+    figures = multiproc.in_memory(run_dir / "var")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(figures, ignore_errors=True)
 
 
 if __name__ == "__main__":
