@@ -11,6 +11,10 @@ export TASKHOSTER_TEST_DATABASE_URL
 # refines it: the longest files first, and a few long ones whose tests share nothing split.
 PYTEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+# Some machines set PYTHONDONTWRITEBYTECODE=1 for everything: then each pytest worker rewrites
+# and compiles every test module again (10-40 s a worker a pass here), and each server, CLI and
+# child process a test starts compiles taskhoster again. The caches are git-ignored.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-sqlite test-postgres lint format typecheck bench fuzz gates chaos soak clean
 

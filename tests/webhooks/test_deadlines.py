@@ -9,6 +9,7 @@ as long as bytes keep coming) cannot pass them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -73,8 +74,11 @@ def trickle(scheme: str, tls: ssl.SSLContext | None = None) -> Iterator[str]:
     thread.start()
     yield f"{scheme}://127.0.0.1:{server.getsockname()[1]}/hook"
     stop.set()
+    with contextlib.suppress(OSError):
+        server.shutdown(socket.SHUT_RDWR)  # wakes the accept(), which a close alone does not
     server.close()
     thread.join(timeout=5)
+    assert not thread.is_alive(), "the receiver's accept loop did not end"
 
 
 @pytest.fixture
