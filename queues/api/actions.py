@@ -87,6 +87,21 @@ def read_group(ctx: QueueContext, group: str) -> GroupView:
     raise NotFound()
 
 
+def _posting(
+    ctx: QueueContext, on_complete_spec: tuple[str, Any] | None, context_of: ContextOf | None
+) -> tuple[OnComplete | None, str | None]:
+    """What a post and a batch post settle first: the right to post (none needed on a queue of
+    public posts), the callback of a post that closes a group, and whom the tasks are posted by
+    (None without the producer role: a public post, postedBy null, its id its only key)."""
+    if PRODUCER not in ctx.roles and not ctx.settings.public_post:
+        ctx.require(PRODUCER)
+    closing = None
+    if on_complete_spec is not None:
+        assert context_of is not None, "a post with onComplete names another queue"
+        closing = on_complete(ctx, on_complete_spec, context_of)
+    return closing, (ctx.caller if PRODUCER in ctx.roles else None)
+
+
 def post(
     ctx: QueueContext,
     item: Any,
@@ -101,17 +116,10 @@ def post(
     group: Any = None,
     on_complete_spec: tuple[str, Any] | None = None,
 ) -> PostResult:
-    if PRODUCER not in ctx.roles and not ctx.settings.public_post:
-        ctx.require(PRODUCER)
-    closing = None
-    if on_complete_spec is not None:
-        assert context_of is not None, "a post with onComplete names another queue"
-        closing = on_complete(ctx, on_complete_spec, context_of)
+    closing, posted_by = _posting(ctx, on_complete_spec, context_of)
     if after:
         assert context_of is not None, "a post with after reads other queues' tasks"
         check_after(ctx, after, on_dependency_failure, context_of)
-    # Without the producer role this is a public post: postedBy null, its id its only key.
-    posted_by = ctx.caller if PRODUCER in ctx.roles else None
     return stores.of(ctx.host, ctx.queue).post(
         ctx.host,
         ctx.queue,
@@ -138,12 +146,7 @@ def post_many(
     on_complete_spec: tuple[str, Any] | None = None,
 ) -> list[PostResult]:
     """A batch post, under the same rights as one post (a public queue's batch is public)."""
-    if PRODUCER not in ctx.roles and not ctx.settings.public_post:
-        ctx.require(PRODUCER)
-    closing = None
-    if on_complete_spec is not None:
-        assert context_of is not None, "a post with onComplete names another queue"
-        closing = on_complete(ctx, on_complete_spec, context_of)
+    closing, posted_by = _posting(ctx, on_complete_spec, context_of)
     for index, entry in enumerate(entries):
         if entry.after:
             assert context_of is not None, "a post with after reads other queues' tasks"
@@ -151,7 +154,6 @@ def post_many(
                 check_after(ctx, list(entry.after), entry.on_dependency_failure, context_of)
             except StoreError as exc:
                 raise exc.at(index) from exc
-    posted_by = ctx.caller if PRODUCER in ctx.roles else None
     return stores.of(ctx.host, ctx.queue).post_many(
         ctx.host,
         ctx.queue,
