@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.migrated import migrate
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
@@ -185,7 +187,7 @@ print(logging.getLogger("django.request").isEnabledFor(logging.ERROR))
 def test_a_4xx_answer_writes_no_django_request_line_and_a_5xx_still_would(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "taskhoster_site.settings",
            "TASKHOSTER_VAR_DIR": str(tmp_path / "var"), "DEBUG": "1"}  # fmt: skip
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrate(env)
     done = subprocess.run([sys.executable, "-c", REQUESTS], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert done.stdout.split() == ["404", "401", "True"], done.stderr

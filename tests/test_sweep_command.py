@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from queues import stores
 from queues.processes.sweeping import SweepTally
 from queues.store import QueueSettings, QueueStore, StoreConfig, SweepReport
+from tests.migrated import migrate
 
 from .children import interrupted, reaped
 
@@ -119,7 +120,7 @@ def test_the_loop_prints_changes_only_and_stops_on_ctrl_c_without_a_traceback(tm
         "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrate(env)
     subprocess.run([*manage, "createqueue", "task.example.com", "resize", "--lease-seconds", "10"],
                    cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
     store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=tmp_path / "logs",

@@ -22,6 +22,7 @@ from django.core.management import call_command
 
 from queues import stores
 from queues.store import QueueSettings, QueueStore, StoreConfig, files
+from tests.migrated import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +102,7 @@ def test_the_chaos_run_finds_the_error_in_the_sweep_loop_log(tmp_path):
         "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrate(env)
     for name in ("a-broken", "b"):
         subprocess.run([*manage, "createqueue", "task.example.com", name], cwd=ROOT, env=env,
                        check=True, capture_output=True)  # fmt: skip

@@ -23,6 +23,7 @@ from chaos.pgcluster import PgCluster
 from chaos.server import HOST, QUEUE
 from queues.store import QueueSettings
 from queues.store_pg import PgStoreConfig, PostgresStore
+from tests.migrated import migrate
 
 from ..children import interrupted, reaped
 
@@ -136,7 +137,7 @@ def test_the_sweep_loop_outlives_a_database_restart(cluster, tmp_path):
         "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrate(env)
     # a queue of its own: the checker's test left tasks in the chaos queue of this cluster
     subprocess.run([*manage, "createqueue", HOST, SWEPT, "--store", "postgres",
                     "--lease-seconds", "10"], cwd=ROOT, env=env, check=True,

@@ -26,6 +26,7 @@ from queues.store import (
     sweep_all,
     sweep_queue,
 )
+from tests.migrated import migrate
 
 from ..children import interrupted, reaped
 from .conftest import HOST, QUEUE, T0
@@ -340,7 +341,7 @@ def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_pat
         "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(root / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=root, env=env, check=True)
+    migrate(env, cwd=root)
     subprocess.run([*manage, "createqueue", HOST, QUEUE], cwd=root, env=env, check=True,
                    capture_output=True)  # fmt: skip
     _with_a_lapsed_lease(items, logs)

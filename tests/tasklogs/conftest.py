@@ -16,6 +16,8 @@ import orjson
 import pytest
 from django.db import connection
 
+from tests.migrated import migrate
+
 ROOT = Path(__file__).resolve().parents[2]
 DAY1 = 1_735_689_600  # 2025-01-01T00:00:00Z
 TASK = "0123456789abcdef"
@@ -86,7 +88,7 @@ def live_db(transactional_db: None, tmp_path: Path) -> tuple[str, Callable[[], l
     if connection.vendor == "sqlite":
         path = tmp_path / "live.sqlite3"
         url = f"sqlite:///{path}"
-        assert manage(url, "manage.py", "migrate", "-v0").wait(timeout=120) == 0
+        migrate({**os.environ, "DATABASE_URL": url, "SECRET_KEY": "test-only"})
 
         def keys() -> list[tuple]:
             with sqlite3.connect(path) as db:

@@ -6,6 +6,7 @@ and stores nothing twice on the rerun."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import signal
 import sqlite3
@@ -24,6 +25,7 @@ from queues.store_pg import PgStoreConfig, PostgresStore
 from queues.stores import pg_events
 from tasklogs.models import IngestCursor, TaskEvent
 from tasklogs.store_events import copy_store_events
+from tests.migrated import migrate
 
 from ..children import interrupted, reaped
 from .conftest import manage
@@ -112,7 +114,7 @@ def sqlite_console(tmp_path: Path, pg_store) -> tuple[str, Path, dict[str, str]]
     env = {"TASKHOSTER_PG_STORE_URL": pg_store.dsn, "TASKHOSTER_PG_STORE_SCHEMA": pg_store.schema,
            "TASKHOSTER_ITEMS_DIR": str(tmp_path / "items"),
            "TASKHOSTER_LOGS_DIR": str(tmp_path / "logs")}  # fmt: skip
-    assert manage(url, "manage.py", "migrate", "-v0", env_extra=env).wait(timeout=180) == 0
+    migrate({**os.environ, **env, "DATABASE_URL": url, "SECRET_KEY": "test-only"})
     made = manage(url, "manage.py", "createqueue", HOST, QUEUE, "--store", "postgres",
                   env_extra=env, stdout=-1)  # fmt: skip
     assert made.wait(timeout=120) == 0

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from queues import stores
 from queues.store import QueueSettings, QueueStore, StoreConfig
+from tests.migrated import migrate
 from webhooks.models import Delivery, Kind, Notification, State, Webhook
 from webhooks.notifying import notify
 from webhooks.sending import post
@@ -205,7 +206,7 @@ def test_the_sweep_loop_hands_back_a_lapsed_lease_while_its_notifications_are_sl
         "TASKHOSTER_METRICS_DIR": "metrics",  # under var/, not in /dev/shm
     }  # fmt: skip
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrate(env)
     subprocess.run([*manage, "createqueue", HOST, QUEUE, "--lease-seconds", "10"],
                    cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
     with sqlite3.connect(db) as conn:

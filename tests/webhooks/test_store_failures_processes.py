@@ -4,6 +4,7 @@ missing. The console is a SQLite file the children share; the store's rows are P
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import time
@@ -14,6 +15,7 @@ import pytest
 from psycopg import sql
 
 from queues.store_pg import PgStoreConfig, PostgresStore
+from tests.migrated import migrate
 from tests.tasklogs.conftest import manage
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +33,7 @@ def console(tmp_path: Path, pg_store) -> tuple[str, Path, dict[str, str]]:
            "TASKHOSTER_ITEMS_DIR": str(tmp_path / "items"),
            "TASKHOSTER_LOGS_DIR": str(tmp_path / "logs"),
            "TASKHOSTER_WEBHOOK_ALLOW_PRIVATE": "1"}  # fmt: skip
-    assert manage(url, "manage.py", "migrate", "-v0", env_extra=env).wait(timeout=180) == 0
+    migrate({**os.environ, **env, "DATABASE_URL": url, "SECRET_KEY": "test-only"})
     made = manage(url, "manage.py", "createqueue", HOST, QUEUE, "--store", "postgres",
                   env_extra=env, stdout=-1)  # fmt: skip
     assert made.wait(timeout=120) == 0
