@@ -9,9 +9,7 @@ export TASKHOSTER_TEST_DATABASE_URL
 # pytest-xdist workers per pass (PYTEST_WORKERS=0: one process). By file, so that a module's
 # fixtures (a live server, a browser) start once, on the worker that runs it; tests/scheduling.py
 # refines it: the longest files first, and a few long ones whose tests share nothing split.
-# Three on two cores: the suite waits on processes, sockets and flushes a third of its time,
-# and its SQLite pass took 0.86x and 0.93x of two workers' time (two pairs, 2026-12-03).
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 # Some machines set PYTHONDONTWRITEBYTECODE=1 for everything: then each pytest worker rewrites
 # and compiles every test module again (10-40 s a worker a pass here), and each server, CLI and
