@@ -266,7 +266,9 @@ def poster(opener: StoreOpener, items: list[dict[str, Any]], now: int, out: Any)
     out.put(ids)
 
 
-def chain_worker(opener: StoreOpener, worker: str, fail_id: str | None, out: Any) -> None:
+def chain_worker(
+    opener: StoreOpener, worker: str, fail_id: str | None, out: Any, start: Any = None
+) -> None:
     """Claim and finish (or, for `fail_id`, fail) tasks of the queue until none is pending or
     processing any more (a worker that gave up after a quiet spell left a chain unfinished on
     a loaded machine); report the ids in the order this worker finished them, with the time
@@ -275,10 +277,14 @@ def chain_worker(opener: StoreOpener, worker: str, fail_id: str | None, out: Any
     An idle worker waits in the store's waiting claim, which a task's release wakes (on files
     its record arriving in pending/, on PostgreSQL its `released` notification), rather than
     sleeping between claims: a sleep on a loaded machine oversleeps, and every link of the
-    chain paid it."""
+    chain paid it. With `start` (a barrier of the workers), none claims before all are ready:
+    on a loaded machine the first one started could run a whole chain while the others were
+    still importing."""
     store = opener.open()
     done: list[tuple[str, int, int]] = []
     errors: list[str] = []
+    if start is not None:
+        start.wait(120)
     deadline = time.monotonic() + 200  # a test must fail, not hang
     try:
         while True:

@@ -169,9 +169,9 @@ def test_a_chain_runs_in_order_with_four_worker_processes(h, n=120):
     for i in range(1, n):
         chain.append(h.post({"n": i}, settings=LONG, after=[chain[-1].id]))
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
+    out, start = ctx.Queue(), ctx.Barrier(4)
     workers = [
-        ctx.Process(target=procs.chain_worker, args=(h.opener(), f"w{i}", None, out))
+        ctx.Process(target=procs.chain_worker, args=(h.opener(), f"w{i}", None, out, start))
         for i in range(4)
     ]
     for p in workers:
