@@ -225,12 +225,15 @@ def test_the_sweep_loops_passes_and_last_success(server):
     finally:
         stop(loop)
     # a dead loop's last success stays, for the alert on a sweep that stopped
-    assert value(samples(server), "taskhoster_sweep_last_success_timestamp_seconds") >= last
-    # a loop started again tidies the dead one's files away: its counts start from nothing
+    final = value(samples(server), "taskhoster_sweep_last_success_timestamp_seconds")
+    assert final >= last
+    # a loop started again tidies the dead one's files away: its counts start from nothing.
+    # It waits past the dead loop's final figure, not `last`: the dead loop ran more passes
+    # after `last` was read, and its files alone would pass that wait (a fresh-clone CI failure)
     again = sweep_loop(server)
     try:
         until(lambda: value(samples(server), "taskhoster_sweep_last_success_timestamp_seconds")
-              > last)  # fmt: skip
+              > final)  # fmt: skip
         names = sorted(f.name for f in (server.tmp / "metrics" / "sweep").glob("*.db"))
         # the claim is about the dead loop's files; a short-lived child of the new loop may
         # hold a file of its own pid for a moment (seen once at load 25), which is not a leak
