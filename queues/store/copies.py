@@ -48,11 +48,12 @@ def belongs(qd: QueueDirs, task_id: str, task: Task) -> bool:
 
 def read_copy(qd: QueueDirs, directory: str, task_id: str) -> Task | None:
     """The record in one directory; None when absent. Raises CorruptRecord (symlinks too)."""
-    found = _read_copy(qd, directory, task_id)
+    found = read_found(qd, directory, task_id)
     return found.task if found is not None else None
 
 
-def _read_copy(qd: QueueDirs, directory: str, task_id: str) -> Copy | None:
+def read_found(qd: QueueDirs, directory: str, task_id: str) -> Copy | None:
+    """read_copy's Copy, with the raw bytes and the fstat of the file it was read from."""
     opened = _open_copy(qd, directory, task_id)
     if opened is None:
         return None

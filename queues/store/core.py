@@ -22,6 +22,7 @@ from typing import Any
 from . import copies, dependencies, files, groups, paths, posting
 from .archive import PayloadArchive
 from .dircount import DirCounts
+from .done_records import DoneRecords
 from .errors import StorageUnavailable
 from .eventlog import NO_REASON, Because, EventLog, LinesRefused
 from .index import PendingIndex
@@ -55,6 +56,8 @@ class QueueCore:
         # held, and go when it closes
         self.listings = ListingIndexes(changes)
         self.dir_counts = DirCounts(changes)
+        # what the sweep read of done records, kept across its passes (not per open queue)
+        self.done_records = DoneRecords()
         self._queues = OpenQueues(
             self.root_fd,
             limit=config.open_queues,

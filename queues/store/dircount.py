@@ -18,14 +18,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import NamedTuple
 
-from . import paths
+from . import paths, stamps
 from .inotify import IN_DELETE, IN_MOVED_FROM, ChangeLog, Subscription, arrivals
 from .paths import QueueDirs
 
 COUNTED = ("processing", "done")
-# A change in the same clock tick as a listing leaves the directory's mtime as it was, so an
-# mtime this young is never trusted (as listing_index.py).
-_RACY_NS = 100_000_000
 _JOURNAL_KEPT = 1024  # changes kept for readers of what changed (NameCount.changes_since)
 
 
@@ -86,7 +83,7 @@ class NameCount:
             mtime = os.stat(dir_fd).st_mtime_ns
             if mtime == self._mtime:
                 return len(self.ids)
-            self._mtime = mtime if time.time_ns() - mtime > _RACY_NS else -1
+            self._mtime = mtime if time.time_ns() - mtime > stamps.RACY_NS else -1
         self._list(dir_fd)
         return len(self.ids)
 

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import orjson
 
-from . import copies, files, paths
+from . import copies, files, paths, stamps
 from .errors import CorruptRecord
 from .inotify import ChangeLog, Subscription
 from .paths import QueueDirs
@@ -38,9 +38,6 @@ from .results import ANY, TaskPage, _Any
 # Directory precedence on equal revs, the same order copies.copies() sorts by.
 _PRECEDENCE = copies.PRECEDENCE
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a planted FIFO never blocks
-# File times come from a coarse clock (a few ms): a change in the same tick as the last look
-# leaves a directory's or a file's mtime as it was, so an mtime this young is never trusted.
-_RACY_NS = 100_000_000
 _FEW = 64  # up to this many changes to one order go in one by one; more re-sort it once
 _ATTEMPTS = 3  # choices of one page before a task that keeps moving is left out of it
 
@@ -54,16 +51,7 @@ class Entry(NamedTuple):
     posted_by: str | None
     rev: int
     directory: str
-    stamp: int  # of the file it was read from; see _stamp
-
-
-def _stamp(stat: os.stat_result) -> int:
-    """What tells the file the index read from a file that replaced it: the inode, mtime and
-    size (a freed inode number is reused at once, so the inode alone does not). -1, never
-    matched, while the mtime is young enough for a rewrite in the same clock tick to keep it."""
-    if time.time_ns() - stat.st_mtime_ns < _RACY_NS:
-        return -1
-    return hash((stat.st_ino, stat.st_mtime_ns, stat.st_size))  # never -1 in CPython
+    stamp: int  # of the file it was read from; see stamps.py
 
 
 def _rank(entry: Entry) -> tuple[int, int]:
@@ -137,7 +125,7 @@ class ListingIndex:
             mtime = os.stat(qd.fd(directory)).st_mtime_ns
             if mtime == self._mtimes[directory]:
                 return
-            self._mtimes[directory] = mtime if time.time_ns() - mtime > _RACY_NS else -1
+            self._mtimes[directory] = mtime if time.time_ns() - mtime > stamps.RACY_NS else -1
         self._rescan(qd, directory)
 
     def _rescan(self, qd: QueueDirs, directory: str) -> None:
@@ -154,7 +142,7 @@ class ListingIndex:
                     self._learn(qd, directory, task_id)
                     continue
                 try:
-                    stamp = _stamp(item.stat(follow_symlinks=False))
+                    stamp = stamps.stamp(item.stat(follow_symlinks=False))
                 except FileNotFoundError:
                     stamp = -1  # gone since the listing: the read says so
                 if known == -1 or stamp != known:
@@ -190,7 +178,7 @@ class ListingIndex:
         stamp = -1
         try:
             stat = os.fstat(fd)
-            stamp = _stamp(stat)
+            stamp = stamps.stamp(stat)
             if not S_ISREG(stat.st_mode):
                 raise files.NotRegularFile(task_id)  # a FIFO, a device: never read from
             data = os.read(fd, stat.st_size + 1)  # one read: a record is replaced, never grown

@@ -587,10 +587,15 @@ def verdict(directory: str, task: Task, settings: QueueSettings, now: int) -> st
 
 def retention_over(task: Task, settings: QueueSettings, now: int) -> bool:
     finished = task.finished_at if task.finished_at is not None else task.updated_at
+    return retention_due(finished, task.fetched_at, settings, now)
+
+
+def retention_due(finished: int, fetched: int | None, settings: QueueSettings, now: int) -> bool:
+    """retention_over from the two times it counts from (what the sweep keeps of a record)."""
     if settings.retain_from == "fetched":
-        if task.fetched_at is None:
+        if fetched is None:
             return now >= finished + settings.max_retain_seconds * 1000
-        return now >= task.fetched_at + settings.retain_seconds * 1000
+        return now >= fetched + settings.retain_seconds * 1000
     return now >= finished + settings.retain_seconds * 1000
 
 

@@ -90,6 +90,8 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     with core.lock:
         index = core.index(qd)
         known, waiting = dict(index.entries), index.waiting_ids()
+    done_fd, learned = qd.fd("done"), core.done_records
+    learned.keep_only(qd.host, qd.queue, listed["done"])
     for task_id in sorted(set().union(*listed.values())):
         where = [d for d in paths.STATE_DIRS if task_id in listed[d]]
         # The index knows postedAt, and the window starts there or later (at a retry): a task
@@ -97,11 +99,16 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
         if where == ["pending"] and (fresh or task_id in waiting):
             continue  # a waiting task has no rule to meet: no window, no lease (rules.verdict)
+        if where == ["done"] and learned.not_due(done_fd, qd.host, qd.queue, task_id,
+                                                 settings, now):  # fmt: skip
+            continue  # read at an earlier pass, unchanged since, and kept yet (done_records.py)
         # A disk refusing one task's change may still allow the next one's (a full disk still
         # deletes: retention goes on while a requeue's write is refused).
         with _storage_faults_noted(report):
             best = _settle(core, qd, task_id, where, now, report)
             if best is not None:
+                if where == ["done"]:
+                    learned.learn(qd.host, qd.queue, best.task, best.opened)
                 _apply_rules(core, qd, best, settings, now, report)
     return report
 
@@ -218,13 +225,13 @@ def _settle(
     found = []
     for directory in where:
         try:
-            task = copies.read_copy(qd, directory, task_id)
+            read = copies.read_found(qd, directory, task_id)
         except CorruptRecord:
             _quarantine(core, qd, directory, task_id, now, report)
             continue
-        if task is not None and copies.belongs(qd, task_id, task):
-            found.append(copies.Copy(directory, task))
-        elif task is not None:  # a record under another id's name, or another queue's
+        if read is not None and copies.belongs(qd, task_id, read.task):
+            found.append(read)
+        elif read is not None:  # a record under another id's name, or another queue's
             _quarantine(core, qd, directory, task_id, now, report)
     if not found:
         return None
