@@ -46,6 +46,19 @@ def belongs(qd: QueueDirs, task_id: str, task: Task) -> bool:
     return task.id == task_id and task.host == qd.host and task.queue == qd.queue
 
 
+def exists(qd: QueueDirs, task_id: str) -> bool:
+    """Whether any state directory has a file under the task's name now (not read). The
+    directories are looked at in reverse order, so that a task moving back (a retry or a
+    requeue writes its pending/ copy before it unlinks the other) is met."""
+    for directory in reversed(paths.STATE_DIRS):
+        try:
+            os.stat(paths.task_file(task_id), dir_fd=qd.fd(directory), follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        return True
+    return False
+
+
 def read_copy(qd: QueueDirs, directory: str, task_id: str) -> Task | None:
     """The record in one directory; None when absent. Raises CorruptRecord (symlinks too)."""
     found = read_found(qd, directory, task_id)

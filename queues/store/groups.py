@@ -25,14 +25,23 @@ never written) the sweep's recount repairs (sweep_groups), so a crash delays the
 never loses or doubles it. The callback is posted with an Idempotency-Key derived from the
 group (rules.callback_key), so two enders or two sweeps that both see the group complete post
 one task, and `callback` stops any later post once the key is cleaned with its task.
+
+A called-back group goes with its callback task: once that task is gone (cleaned by its queue's
+retention, or deleted), the sweep renames the group's directory aside (`.gone-<group>-<hex>`,
+under the group's lock) and then deletes it. The name is free from the rename on: a post that
+waited for the lock finds the name no longer names the directory it opened, and starts again
+(a new group). A crash leaves an aside directory, which the next pass deletes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import os
+import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -51,6 +60,8 @@ from .settings import QueueSettings
 COUNT, MEMBERS, ENDED = "count", "members", "ended"
 CLOSED, CALLBACK, UNFINISHED = "closed", "callback", "unfinished"
 OWNER = "owner"  # the producer of the group's first post: only its posts join the group
+GONE_PREFIX = ".gone-"  # a removed group's directory, renamed aside until it is deleted
+_REMOVALS_MET = 3  # a post that finds its group removed under it this often is refused
 _WIDTH = 16  # digits of each count, written whole: a record never changes its size
 _NUMBERS = 2 + len(GROUP_OUTCOMES)
 _RECORD_SIZE = _NUMBERS * (_WIDTH + 1)
@@ -75,25 +86,47 @@ class QueueCore(Protocol):
 
 
 @contextlib.contextmanager
-def _group_dir(qd: QueueDirs, group: str, *, create: bool, fsync: files.Durable) -> Iterator[int]:
-    """The group's directory, open for the block (NotFound for a group never posted to)."""
+def _groups_dir(qd: QueueDirs, *, create: bool, fsync: files.Durable) -> Iterator[int]:
+    """The queue's groups/ directory, open for the block (NotFound when it was never made)."""
     # the queue's directory, as the parent of its pending/ (opened without following a
     # symlink): no descriptor more is kept open per queue for groups
     queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
     try:
         groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=create, fsync=fsync)
-        try:
-            gfd = paths.open_dir(groups_fd, group, create=create, fsync=fsync)
-        finally:
-            os.close(groups_fd)
     except FileNotFoundError as exc:
         raise NotFound() from exc
     finally:
         os.close(queue_fd)
     try:
+        yield groups_fd
+    finally:
+        os.close(groups_fd)
+
+
+@contextlib.contextmanager
+def _group_dir(qd: QueueDirs, group: str, *, create: bool, fsync: files.Durable) -> Iterator[int]:
+    """The group's directory, open for the block (NotFound for a group never posted to)."""
+    with _groups_dir(qd, create=create, fsync=fsync) as groups_fd:
+        try:
+            gfd = paths.open_dir(groups_fd, group, create=create, fsync=fsync)
+        except FileNotFoundError as exc:
+            raise NotFound() from exc
+    try:
         yield gfd
     finally:
         os.close(gfd)
+
+
+def _still_named(qd: QueueDirs, group: str, gfd: int) -> bool:
+    """Whether the group's name still names the directory open at `gfd`: not once the sweep
+    renamed it aside (a removed group), whose name may name a new group's since."""
+    try:
+        with _groups_dir(qd, create=False, fsync=False) as groups_fd:
+            named = os.stat(group, dir_fd=groups_fd, follow_symlinks=False)
+    except (NotFound, FileNotFoundError):
+        return False
+    opened = os.fstat(gfd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 @contextlib.contextmanager
@@ -173,24 +206,43 @@ def register(
 ) -> None:
     """Make `tasks` members of the group before they are written; with `on_complete`, close
     the group after them. GroupClosed if a post closed it already."""
+    for _ in range(_REMOVALS_MET):
+        with _group_dir(qd, group, create=True, fsync=core.fsync) as gfd, _locked(gfd) as count:
+            if not _still_named(qd, group, gfd):
+                continue  # removed while this post waited for its lock: the name is free
+            _register(core, qd, gfd, count, tasks, on_complete, posted_by, now)
+            return
+    raise GroupClosed()
+
+
+def _register(
+    core: QueueCore,
+    qd: QueueDirs,
+    gfd: int,
+    count: _Count,
+    tasks: list[Task],
+    on_complete: OnComplete | None,
+    posted_by: str | None,
+    now: int,
+) -> None:
+    """register's work, under the group's lock."""
     fsync = core.fsync
-    with _group_dir(qd, group, create=True, fsync=fsync) as gfd, _locked(gfd) as count:
-        _check_owner(gfd, posted_by, fsync=fsync)
-        if _exists(gfd, CLOSED):
-            raise GroupClosed()
-        counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
-        with _subdir(gfd, MEMBERS, create=True, fsync=fsync) as members:
-            assert members is not None
-            for task in tasks:
-                files.create_empty(members, task.id)
-            if fsync:
-                files.sync_dir(members, fsync)
-        with _subdir(gfd, ENDED, create=True, fsync=fsync):
-            pass  # made now, so an ending never has to make a directory
-        count.save(dataclasses.replace(counts, posted=counts.posted + len(tasks)), fsync=fsync)
-        if on_complete is not None:  # after the count: `closed` never sees fewer members
-            closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
-            files.write_durable(gfd, CLOSED, closing, fsync=fsync)
+    _check_owner(gfd, posted_by, fsync=fsync)
+    if _exists(gfd, CLOSED):
+        raise GroupClosed()
+    counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
+    with _subdir(gfd, MEMBERS, create=True, fsync=fsync) as members:
+        assert members is not None
+        for task in tasks:
+            files.create_empty(members, task.id)
+        if fsync:
+            files.sync_dir(members, fsync)
+    with _subdir(gfd, ENDED, create=True, fsync=fsync):
+        pass  # made now, so an ending never has to make a directory
+    count.save(dataclasses.replace(counts, posted=counts.posted + len(tasks)), fsync=fsync)
+    if on_complete is not None:  # after the count: `closed` never sees fewer members
+        closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
+        files.write_durable(gfd, CLOSED, closing, fsync=fsync)
 
 
 def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> None:
@@ -338,12 +390,15 @@ def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
     callback posted. Costs what the open groups' unended members are; returns how many groups
     it looked at."""
     looked = 0
+    _delete_aside(qd)  # what a crash left of a removal
     for group in _groups(qd):
         with (
             contextlib.suppress(NotFound),
             _group_dir(qd, group, create=False, fsync=core.fsync) as gfd,
         ):
             if _exists(gfd, CALLBACK):
+                if _callback_gone(core, qd, gfd):
+                    _remove(qd, group, gfd)
                 continue
             looked += 1
             with _locked(gfd) as count:
@@ -352,6 +407,50 @@ def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
             if due:
                 _call_back(core, qd, gfd, group, now=now)
     return looked
+
+
+def _callback_gone(core: QueueCore, qd: QueueDirs, gfd: int) -> bool:
+    """Whether the group's callback task is gone from its queue (cleaned or deleted), and with
+    it its Idempotency-Key: the group may go too."""
+    try:
+        called = orjson.loads(files.read_at(gfd, CALLBACK))
+        queue, task_id = paths.validate_queue(called["queue"]), called["id"]
+        paths.validate_task_id(task_id)
+    except (ValueError, KeyError, TypeError, StoreError):
+        return False  # not a marker we wrote: the group stays for an operator to look at
+    try:
+        with core.queue_dirs(qd.host, queue) as cqd:
+            return not copies.exists(cqd, task_id)
+    except NotFound:
+        return True  # its queue is gone, with its tasks
+
+
+def _remove(qd: QueueDirs, group: str, gfd: int) -> None:
+    """Rename the group's directory aside under its lock, then delete it (module docstring)."""
+    aside = f"{GONE_PREFIX}{group}-{secrets.token_hex(4)}"
+    with _locked(gfd), _groups_dir(qd, create=False, fsync=False) as groups_fd:
+        if not _still_named(qd, group, gfd):
+            return  # another sweep removed it first
+        files.rename_aside(groups_fd, group, groups_fd, aside)
+    _delete_aside(qd)
+
+
+def _delete_aside(qd: QueueDirs) -> None:
+    """Delete the directories of removed groups (renamed aside by _remove)."""
+    try:
+        with _groups_dir(qd, create=False, fsync=False) as groups_fd:
+            for name in os.listdir(groups_fd):
+                if not name.startswith(GONE_PREFIX):
+                    continue
+                try:
+                    shutil.rmtree(name, dir_fd=groups_fd)
+                except OSError as exc:
+                    # another sweep deleting it too, or a post that waited for the removed
+                    # group's lock made a file in it since: the next pass finishes it
+                    if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY):
+                        raise
+    except NotFound:
+        return
 
 
 def _groups(qd: QueueDirs) -> list[str]:
@@ -459,13 +558,18 @@ def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tup
         core.queue_dirs(host, queue) as qd,
         _group_dir(qd, group, create=False, fsync=False) as gfd,
     ):
-        yield qd, gfd
+        try:
+            yield qd, gfd
+        except FileNotFoundError as exc:  # removed as it was read (sweep_groups)
+            raise NotFound() from exc
 
 
 def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
     """The group's progress as it stands; NotFound for a group never posted to."""
-    with _reading(core, host, queue, group) as (_qd, gfd):
+    with _reading(core, host, queue, group) as (qd, gfd):
         with _locked(gfd) as count:
+            if not _still_named(qd, group, gfd):
+                raise NotFound()  # removed since it was opened (sweep_groups)
             counts = count.counts or GroupCounts()
         closing: dict[str, Any] | None = None
         with contextlib.suppress(FileNotFoundError):

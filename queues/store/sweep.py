@@ -186,7 +186,7 @@ def _remove_orphan_keys(
         except files.NotRegularFile:
             continue  # replaced by something else than a key since the listing: not ours
         if task_id is not None and (
-            any(task_id in ids for ids in listed.values()) or _exists_now(qd, task_id)
+            any(task_id in ids for ids in listed.values()) or copies.exists(qd, task_id)
         ):
             continue
         with contextlib.suppress(FileNotFoundError):
@@ -206,16 +206,6 @@ def _task_of_key(data: bytes) -> str | None:
     except (ValueError, AttributeError):  # orjson's JSONDecodeError is a ValueError
         return None
     return task_id if isinstance(task_id, str) and paths.task_id_of(task_id + ".json") else None
-
-
-def _exists_now(qd: QueueDirs, task_id: str) -> bool:
-    for directory in reversed(paths.STATE_DIRS):
-        try:
-            os.stat(paths.task_file(task_id), dir_fd=qd.fd(directory), follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        return True
-    return False
 
 
 def _settle(

@@ -9,7 +9,8 @@ member retried after its ending counts once) and raises the counts: one row upda
 whatever the group holds. The ending that makes a closed group complete inserts the callback
 and notes it on the group's row, all in its transaction, so no crash separates them and two
 enders (serialised on the row) post it once. The sweep's pass posts the callback of a complete
-group that has none (a group closed by a post whose members were all replays).
+group that has none (a group closed by a post whose members were all replays), and deletes a
+called-back group once its callback task is gone, as the file store does.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from queues.store.results import GROUP_OUTCOMES, GroupCounts, GroupView
 from queues.store.settings import QueueSettings
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+_REMOVALS_MET = 3  # a post that finds its group removed under it this often is refused
 
 # the counts in the order of GROUP_OUTCOMES, then the closing post's onComplete and the callback
 _LOCK = (
@@ -69,13 +71,19 @@ def register(
     `on_complete`, close it. GroupClosed if a post closed it already."""
     host, queue = tasks[0].host, tasks[0].queue
     key = (host, queue, group)
-    conn.execute(
-        "INSERT INTO th_groups (host, queue, grp, posted_by) VALUES (%s, %s, %s, %s)"
-        " ON CONFLICT DO NOTHING",
-        (*key, posted_by),
-    )
-    found = conn.execute(_LOCK + " FOR UPDATE", key).fetchone()
-    assert found is not None, "inserted above, or there already"
+    for _ in range(_REMOVALS_MET):
+        conn.execute(
+            "INSERT INTO th_groups (host, queue, grp, posted_by) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (*key, posted_by),
+        )
+        found = conn.execute(_LOCK + " FOR UPDATE", key).fetchone()
+        if found is not None:
+            break
+        # there at the insert, and deleted since by the sweep (remove_called_back): the name
+        # is free, and the next insert makes a new group
+    else:
+        raise GroupClosed()
     if found[-1] != posted_by:
         raise NotFound()  # another producer's group: as if it did not exist
     if found[len(GROUP_OUTCOMES) + 2] is not None:
@@ -166,7 +174,31 @@ def sweep_groups(conn: Conn, writer: Inserter, host: str, queue: str, *, now: in
     for (group,) in due:
         with conn.transaction():
             _call_back_if_due(conn, writer, host, queue, str(group), now=now)
+    remove_called_back(conn, host, queue)
     return len(due)
+
+
+def remove_called_back(conn: Conn, host: str, queue: str) -> int:
+    """Delete the queue's called-back groups whose callback task is gone (cleaned or deleted,
+    and its Idempotency-Key with it), rows and members, in one transaction; how many. A post
+    waiting for such a group's row finds it gone and makes a new group (register)."""
+    with conn.transaction():
+        gone = [
+            str(row[0])
+            for row in conn.execute(
+                "DELETE FROM th_groups g WHERE g.host = %s AND g.queue = %s"
+                " AND g.callback_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM th_tasks t"
+                " WHERE t.host = g.host AND t.queue = g.callback_queue AND t.id = g.callback_id)"
+                " RETURNING g.grp",
+                (host, queue),
+            )
+        ]
+        if gone:
+            conn.execute(
+                "DELETE FROM th_group_members WHERE host = %s AND queue = %s AND grp = ANY(%s)",
+                (host, queue, gone),
+            )
+    return len(gone)
 
 
 def read_group(conn: Conn, host: str, queue: str, group: str) -> GroupView:

@@ -380,3 +380,143 @@ def test_a_groups_members_read_in_post_order(h):
     assert len(h.store.group_members(HOST, QUEUE, "g1", limit=2)) == 2
     with pytest.raises(NotFound):
         h.store.group_members(HOST, QUEUE, "nosuch")
+
+
+def _called_back(h, group="g1", now=T0):
+    """A group of two members, closed and called back; its callback task."""
+    a = _post(h, 1, group=group, now=now)
+    b = _post(h, 2, group=group, on_complete=_on_complete(), now=now)
+    _run(h, a.id, now + 10)
+    _run(h, b.id, now + 20)
+    [callback] = [t for t in _callbacks(h) if t.item["group"]["id"] == group]
+    return callback
+
+
+def _clean_callback(h, callback, now):
+    """The callback task run, finished, and cleaned by its queue's retention."""
+    [claimed] = h.store.claim(HOST, CALLBACKS, settings=LONG, worker="box-1", now=now)
+    assert claimed.id == callback.id
+    h.store.finish(HOST, CALLBACKS, callback.id, result={}, now=now + 1,
+                   settings=LONG, worker="box-1", attempt=1)  # fmt: skip
+    after = now + LONG.retain_seconds * 1000 + 2
+    assert h.store.sweep_queue(HOST, CALLBACKS, LONG, now=after).cleaned == 1
+    return after
+
+
+def test_a_called_back_group_goes_with_its_callback_task(h):
+    callback = _called_back(h)
+    other = _called_back(h, group="g2")
+    # its callback task still there, the group stays, however late
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 100 * 86_400_000)
+    assert h.store.read_group(HOST, QUEUE, "g1").view()["state"] == "called_back"
+    after = _clean_callback(h, callback, T0 + 1000)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=after)
+    with pytest.raises(NotFound):
+        h.store.read_group(HOST, QUEUE, "g1")
+    assert h.store.read_group(HOST, QUEUE, "g2").view()["callback"]["id"] == other.id
+    # its members keep their records (their own retention) and the name is free again: a new
+    # group, whose callback is its own (the old one's Idempotency-Key went with its task)
+    again = _post(h, 3, group="g1", on_complete=_on_complete(), now=after)
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "closed" and view["posted"] == 1
+    _run(h, again.id, after + 10)
+    fresh = [t for t in _callbacks(h) if t.item["group"]["id"] == "g1"]
+    assert [t.item["group"]["total"] for t in fresh] == [1] and fresh[0].id != callback.id
+
+
+def test_a_group_whose_callback_task_was_deleted_goes_at_the_next_sweep(h):
+    callback = _called_back(h)
+    [claimed] = h.store.claim(HOST, CALLBACKS, settings=LONG, worker="box-1", now=T0 + 100)
+    h.store.fail(HOST, CALLBACKS, claimed.id, result={}, now=T0 + 101, **W)
+    h.store.delete(HOST, CALLBACKS, callback.id, now=T0 + 102)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 103)
+    with pytest.raises(NotFound):
+        h.store.read_group(HOST, QUEUE, "g1")
+
+
+@pytest.mark.files_only("a directory renamed aside: the PostgreSQL store deletes rows")
+def test_what_a_crash_left_of_a_removal_is_deleted_at_the_next_sweep(h):
+    _post(h, 1, group="g1")
+    groups = h.queue_dir / "groups"
+    aside = groups / ".gone-g0-0a1b2c3d"
+    (aside / "members").mkdir(parents=True)
+    (aside / "members" / "0123456789abcdef").write_bytes(b"")
+    (aside / "count").write_bytes(b"x")
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 10)
+    assert sorted(p.name for p in groups.iterdir()) == ["g1"]
+
+
+def _blocked_in_flock(thread) -> bool:
+    """Whether the thread is inside flock(2) now (x86-64's 73, aarch64's 32), read from /proc."""
+    try:
+        with open(f"/proc/self/task/{thread.native_id}/syscall") as now:
+            call = now.read().split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return call in ("73", "32")
+
+
+@pytest.mark.files_only("the group's flock and its directory's name: PostgreSQL locks a row")
+def test_a_post_that_waited_for_a_removed_groups_lock_makes_a_new_group(h):
+    import fcntl
+    import threading
+
+    _called_back(h)
+    gfd = os.open(h.queue_dir / "groups" / "g1", os.O_RDONLY | os.O_DIRECTORY)
+    lock = os.open("count", os.O_RDWR, dir_fd=gfd)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # the sweep's lock, as it removes the group
+    posted = []
+    poster = threading.Thread(target=lambda: posted.append(_post(h, 9, group="g1", now=T0 + 50)))
+    poster.start()
+    deadline = time.monotonic() + 30
+    while not _blocked_in_flock(poster):
+        assert time.monotonic() < deadline, "the post never waited for the group's lock"
+        time.sleep(0.01)
+    groups = h.queue_dir / "groups"
+    os.rename(groups / "g1", groups / ".gone-g1-00000000")  # the sweep's rename, under the lock
+    os.close(lock)
+    os.close(gfd)
+    poster.join(timeout=30)
+    # it joined no group that was going away (whose `closed` would have refused it): a new one
+    assert posted and posted[0].group == "g1"
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "open" and view["posted"] == 1
+
+
+def test_a_post_that_waited_for_a_removed_groups_row_makes_a_new_group(h):
+    if h.kind != "postgres":
+        pytest.skip("a group's row, locked: the file store's flock has its own test above")
+    import threading
+
+    import psycopg
+    from psycopg import sql
+
+    _called_back(h)
+    # pg_stat_activity is read from a connection of its own: a transaction sees one snapshot
+    with (
+        psycopg.connect(h.config.dsn) as sweep,
+        psycopg.connect(h.config.dsn, autocommit=True) as look,
+    ):
+        sweep.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(h.config.schema)))
+        # the sweep's transaction (remove_called_back), its row locked as its DELETE does
+        sweep.execute("SELECT 1 FROM th_groups WHERE grp = 'g1' FOR UPDATE")
+        posted = []
+        poster = threading.Thread(
+            target=lambda: posted.append(_post(h, 9, group="g1", now=T0 + 50))
+        )
+        poster.start()
+        deadline = time.monotonic() + 30
+        while not look.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE %s",
+            ("%th_groups%FOR UPDATE%",),
+        ).fetchone()[0]:
+            assert time.monotonic() < deadline, "the post never waited for the group's row"
+            time.sleep(0.01)
+        sweep.execute("DELETE FROM th_group_members WHERE grp = 'g1'")
+        sweep.execute("DELETE FROM th_groups WHERE grp = 'g1'")
+        sweep.commit()
+    poster.join(timeout=30)
+    assert posted and posted[0].group == "g1"
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "open" and view["posted"] == 1
