@@ -41,7 +41,6 @@ import errno
 import fcntl
 import os
 import secrets
-import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -443,7 +442,7 @@ def _delete_aside(qd: QueueDirs) -> None:
                 if not name.startswith(GONE_PREFIX):
                     continue
                 try:
-                    shutil.rmtree(name, dir_fd=groups_fd)
+                    _delete_tree(groups_fd, name)
                 except OSError as exc:
                     # another sweep deleting it too, or a post that waited for the removed
                     # group's lock made a file in it since: the next pass finishes it
@@ -451,6 +450,21 @@ def _delete_aside(qd: QueueDirs) -> None:
                         raise
     except NotFound:
         return
+
+
+def _delete_tree(parent_fd: int, name: str) -> None:
+    """Delete a directory and what it holds (a group's: files, and members/ and ended/), each
+    step a disk call of files' (the kill tests stop at each), never following a symlink."""
+    fd = paths.open_dir(parent_fd, name, create=False)
+    try:
+        for entry in os.scandir(fd):
+            if entry.is_dir(follow_symlinks=False):
+                _delete_tree(fd, entry.name)
+            else:
+                files.unlink(fd, entry.name, fsync=False)
+    finally:
+        os.close(fd)
+    files.remove_dir(parent_fd, name)
 
 
 def _groups(qd: QueueDirs) -> list[str]:

@@ -444,6 +444,23 @@ def finish_and_kill(config: StoreConfig, task_id: str, k: int) -> None:
     os._exit(0)
 
 
+def sweep_and_kill(config: StoreConfig, now: int, k: int) -> None:
+    """Sweep the test's queue and SIGKILL this process just before its k-th disk-changing call
+    (exit 0 if it had fewer): the kill may fall in a group's removal."""
+    import os
+    import signal
+
+    def kill_at(n: int, kind: str) -> None:
+        if n == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    store = QueueStore(config)
+    files.FAULTS.reset()
+    files.FAULTS.before = kill_at
+    store.sweep_queue(HOST, QUEUE, LONG, now=now)
+    os._exit(0)
+
+
 def sweeper(opener: StoreOpener, now: int, start: Any, out: Any) -> None:
     """Sweep the test's queue once, as soon as `start` is set (two of them race)."""
     store = opener.open()

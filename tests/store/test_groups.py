@@ -520,3 +520,37 @@ def test_a_post_that_waited_for_a_removed_groups_row_makes_a_new_group(h):
     assert posted and posted[0].group == "g1"
     view = h.store.read_group(HOST, QUEUE, "g1").view()
     assert view["state"] == "open" and view["posted"] == 1
+
+
+@pytest.mark.files_only("the file store's disk calls are where the kill is put")
+def test_a_group_removal_killed_at_any_step_is_finished_by_the_next_sweep(tmp_path):
+    from .conftest import Harness
+
+    h = Harness(tmp_path / "store")
+    callback = _called_back(h)
+    after = _clean_callback(h, callback, T0 + 1000)
+    h.close()
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(h.config.items_dir, snapshot, symlinks=True)
+    groups = h.config.items_dir / HOST / QUEUE / "groups"
+    ctx = mp.get_context("fork")
+    left_aside = 0
+    for k in range(1, 60):
+        _restore(h.config.items_dir, snapshot)
+        child = ctx.Process(target=procs.sweep_and_kill, args=(h.config, after, k))
+        child.start()
+        child.join(60)
+        assert child.exitcode in (0, -signal.SIGKILL), (k, child.exitcode)
+        left_aside += any(p.name.startswith(".gone-") for p in groups.iterdir())
+        h.reopen()
+        h.store.sweep_queue(HOST, QUEUE, LONG, now=after)
+        assert sorted(p.name for p in groups.iterdir()) == [], k  # gone, and no leftover
+        with pytest.raises(NotFound):
+            h.store.read_group(HOST, QUEUE, "g1")
+        assert _callbacks(h) == [], k  # no second callback for the group that went
+        h.close()
+        if child.exitcode == 0:
+            break
+    else:
+        pytest.fail("the sweep never ran to its end")
+    assert left_aside >= 3  # kills fell inside the deletion of the renamed directory
