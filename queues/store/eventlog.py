@@ -121,13 +121,24 @@ class _DayFile:
     """The open descriptor of the newest day-file, and how many writes are using it.
     `torn`: the file ends in a fragment (a short write, this process's or a dead one's)."""
 
-    __slots__ = ("day", "dev", "fd", "retired", "torn", "users")
+    __slots__ = ("day", "dev", "fd", "ino", "path", "retired", "torn", "users")
 
-    def __init__(self, day: dt.date, fd: int, *, torn: bool) -> None:
+    def __init__(self, day: dt.date, fd: int, path: str, *, torn: bool) -> None:
         self.day, self.fd, self.users, self.retired, self.torn = day, fd, 0, False, torn
         # its file system, asked once: a syncfs store's every append asks whether it is the
         # items' (files.append)
-        self.dev = os.fstat(fd).st_dev
+        opened = os.fstat(fd)
+        self.path, self.dev, self.ino = path, opened.st_dev, opened.st_ino
+
+    def still_named(self) -> bool:
+        """Whether its path still names the file the descriptor holds: not once the file was
+        moved or deleted (by hand, by a rotation), nor once the logs disk was mounted again
+        after an error (the descriptor's file system is then the dead one, read-only)."""
+        try:
+            named = os.stat(self.path)
+        except OSError:
+            return False
+        return (named.st_dev, named.st_ino) == (self.dev, self.ino)
 
 
 def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
@@ -142,7 +153,7 @@ def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
         torn = files.ends_mid_line(fd)
     except OSError:
         torn = True  # not known: an empty line costs readers nothing, a glued one a line
-    return _DayFile(day, fd, torn=torn)
+    return _DayFile(day, fd, str(path), torn=torn)
 
 
 # Every line the store writes starts so (orjson keeps the key order, and a name inside a JSON
@@ -181,7 +192,10 @@ class EventLog:
     Only the newest day's descriptor stays open: a process that kept one per day it ever wrote
     held on to pruned day-files (their space freed only at its restart). A line stamped with an
     earlier day that arrives after the rollover (a slow thread) opens that day-file for itself.
-    A descriptor is closed only once no write is using it, never under one."""
+    A descriptor is closed only once no write is using it, never under one. Before each append
+    the day-file's path is checked to still name the open file (_DayFile.still_named), and it is
+    opened again when it does not: a file moved away, or a logs disk mounted again after it
+    failed, would otherwise take every later line of the day where nobody reads it."""
 
     def __init__(self, logs_dir: Path, *, fsync: files.Durable, spool: Spool | None = None) -> None:
         self.logs_dir, self.fsync, self.spool = logs_dir, fsync, spool
@@ -326,6 +340,10 @@ class EventLog:
         """The day's file, its descriptor open for the block."""
         with self._lock:
             current = self._current
+            # one stat an append: a line written to a file its path no longer names is lost
+            if current is not None and day == current.day and not current.still_named():
+                self._retire(current)
+                current = None
             if current is None or day > current.day:  # the first line, or the day rolled over
                 opened = _open_day_file(self.logs_dir, day)
                 if current is not None:

@@ -58,3 +58,43 @@ def fill(where: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+@contextlib.contextmanager
+def ext4_fs(where: Path, image: Path, *, size: str = "16M") -> Iterator[Path]:
+    """An ext4 file system on a loop device, mounted at `where` with errors=remount-ro, for
+    the block (skips the test if not allowed)."""
+    where.mkdir(parents=True, exist_ok=True)
+    if not (
+        _run("truncate", "-s", size, str(image))
+        and _run("mkfs.ext4", "-q", "-F", "-m", "0", str(image))
+        and _run("mount", "-o", "loop,errors=remount-ro", str(image), str(where))
+    ):
+        pytest.skip("mounting an ext4 image on a loop device is not permitted here")
+    try:
+        yield where
+    finally:
+        _run("umount", "-l", str(where))
+
+
+def fail_ext4(where: Path) -> None:
+    """An error of the ext4 file system at `where`, as a failing disk gives: the kernel makes
+    it read-only at once, open descriptors too (what a remount,ro refuses to do while a file
+    is open for writing), until it is checked and mounted again (mount_again)."""
+    source = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(where)], capture_output=True,
+                            text=True, check=True).stdout.strip()  # fmt: skip
+    trigger = Path("/sys/fs/ext4") / Path(source).name / "trigger_fs_error"
+    trigger.write_text("taskhoster test: a failing disk")
+
+
+def mount_again(where: Path, image: Path) -> None:
+    """What an operator does after a disk error: unmount (lazily: processes may hold files
+    there), check, and mount the file system at the same place."""
+    assert _run("umount", "-l", str(where))
+    # a loop device of its own: `mount -o loop` would take the old one again, whose file
+    # system lives on, failed, while a process holds a file of it
+    device = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
+                            text=True, check=True).stdout.strip()  # fmt: skip
+    subprocess.run(["e2fsck", "-f", "-y", device], capture_output=True)  # exit 1: it fixed
+    assert _run("mount", "-o", "errors=remount-ro", device, str(where))
+    assert _run("losetup", "--detach", device)  # lazily: freed with its last user

@@ -1,0 +1,60 @@
+"""The event log writes to the file its day-file's path names now: a day-file moved away or
+deleted, or a logs disk mounted again after it failed, takes no line where nobody reads it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+from queues.store import QueueSettings, QueueStore, StoreConfig, sweep_all
+
+from .conftest import HOST, QUEUE
+from .mounts import ext4_fs, fail_ext4, mount_again
+
+SETTINGS = QueueSettings()
+
+
+def open_store(tmp_path: Path, logs: Path) -> QueueStore:
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=True))
+    store.create_queue(HOST, QUEUE)
+    return store
+
+
+def post(store: QueueStore, n: int) -> str:
+    return store.post(HOST, QUEUE, {"n": n}, settings=SETTINGS, posted_by="alice").task.id
+
+
+def ids_in(day_file: Path) -> list[str]:
+    return [orjson.loads(line)["id"] for line in day_file.read_bytes().splitlines() if line]
+
+
+def test_a_day_file_moved_away_is_made_again_for_the_next_line(tmp_path):
+    store = open_store(tmp_path, tmp_path / "logs")
+    first = post(store, 1)
+    [day_file] = (tmp_path / "logs" / "tasks").glob("*.jsonl")
+    moved = day_file.with_name(day_file.name + ".1")
+    os.rename(day_file, moved)  # a rotation by hand
+    second = post(store, 2)
+    assert ids_in(moved) == [first] and ids_in(day_file) == [second]
+    day_file.unlink()  # deleted by hand
+    third = post(store, 3)
+    assert ids_in(day_file) == [third]
+    store.close()
+
+
+def test_lines_refused_by_a_failed_logs_disk_reach_it_once_it_is_mounted_again(tmp_path):
+    image = tmp_path / "logs.img"
+    with ext4_fs(tmp_path / "logs", image) as logs:
+        store = open_store(tmp_path, logs)
+        before = post(store, 1)
+        fail_ext4(logs)
+        during = post(store, 2)  # its line is refused: spooled on the items disk
+        mount_again(logs, image)
+        after = post(store, 3)
+        report = sweep_all(store, lambda host, queue: SETTINGS)  # drains the spool
+        assert not report.errors, report.errors
+        [day_file] = (logs / "tasks").glob("*.jsonl")
+        assert sorted(ids_in(day_file)) == sorted([before, during, after])
+        store.close()
