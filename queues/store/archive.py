@@ -63,10 +63,12 @@ class PayloadArchive:
 
     def __init__(self, logs_dir: Path, *, fsync: files.Durable) -> None:
         self.logs_dir, self.fsync = logs_dir, fsync
+        self._root = files.LogsTopDir(paths.archive_root(logs_dir), make_now=False)
 
     def _dir_fd(self, host: str, queue: str, task_id: str) -> int:
         folder = paths.archive_dir(self.logs_dir, host, queue, task_id)
         with files.storage_errors("the payload archive"):
+            self._root.make()  # refused once the logs disk is gone (files.LogsTopDir)
             folder.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
             return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import os
@@ -141,13 +140,13 @@ class _DayFile:
         return (named.st_dev, named.st_ino) == (self.dev, self.ino)
 
 
-def _open_day_file(logs_dir: Path, day: dt.date) -> _DayFile:
-    path = paths.day_file(logs_dir, day)
+def _open_day_file(tasks_dir: files.LogsTopDir, day: dt.date) -> _DayFile:
+    path = paths.day_file(Path(tasks_dir.path).parent, day)
     with files.storage_errors("the event log"):
         try:
             fd = files.open_append(str(path))
-        except FileNotFoundError:  # tasks/ could not be made when the store opened
-            path.parent.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+        except FileNotFoundError:  # tasks/ could not be made when the store opened, or is gone
+            tasks_dir.make()
             fd = files.open_append(str(path))
     try:
         torn = files.ends_mid_line(fd)
@@ -205,10 +204,8 @@ class EventLog:
         # before it drained them, so the first append looks once; after that only a failure
         # this process saw sets it again (no extra system call per append otherwise)
         self.spool_dirty = spool is not None
-        # made now if it can be: a read-only or full logs directory must not keep the store
-        # from opening (reads need no log); the first line then makes it, or answers 503
-        with contextlib.suppress(OSError):
-            (logs_dir / "tasks").mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+        # made now if it can be (reads need no log); once seen, never made again (LogsTopDir)
+        self._tasks_dir = files.LogsTopDir(logs_dir / "tasks")
 
     def append(
         self,
@@ -345,7 +342,7 @@ class EventLog:
                 self._retire(current)
                 current = None
             if current is None or day > current.day:  # the first line, or the day rolled over
-                opened = _open_day_file(self.logs_dir, day)
+                opened = _open_day_file(self._tasks_dir, day)
                 if current is not None:
                     self._retire(current)
                 current = self._current = opened
@@ -354,7 +351,7 @@ class EventLog:
             else:
                 current = None
         if current is None:  # a line for an earlier day: its file is opened for this line only
-            earlier = _open_day_file(self.logs_dir, day)
+            earlier = _open_day_file(self._tasks_dir, day)
             try:
                 yield earlier
             finally:

@@ -175,6 +175,33 @@ _temp_prefix = TEMP_PREFIX + secrets.token_hex(6) + "-"
 _temp_counter = itertools.count()
 
 
+class LogsTopDir:
+    """A directory at the top of the logs disk (tasks/, tasks-payloads/) that this process
+    makes only until it has seen it. Once seen, a missing one is the logs disk gone (unmounted,
+    so its path is the empty mount point's): a write below it is refused (and its line
+    spooled), never made on the disk beneath the mount point, where it would be hidden once
+    the disk is mounted again."""
+
+    def __init__(self, path: str | os.PathLike[str], *, make_now: bool = True) -> None:
+        self.path, self.seen = os.fspath(path), False
+        if not make_now:  # made by the first write below it (the archive: a queue's option)
+            self.seen = os.path.isdir(self.path)
+            return
+        # made now if it can be: a read-only or full logs disk must not keep the store from
+        # opening; a write then makes it, or is refused
+        with contextlib.suppress(OSError):
+            self.make()
+
+    def make(self) -> None:
+        """Make it (FileNotFoundError once it was seen and is gone)."""
+        if self.seen:
+            if not os.path.isdir(self.path):
+                raise FileNotFoundError(errno.ENOENT, "the logs disk is gone", self.path)
+            return
+        os.makedirs(self.path, mode=DIR_MODE, exist_ok=True)
+        self.seen = True
+
+
 def temp_name() -> str:
     """A name for a new temp file that no other writer, in any process, picks."""
     return f"{_temp_prefix}{next(_temp_counter):x}"

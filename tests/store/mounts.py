@@ -90,7 +90,17 @@ def fail_ext4(where: Path) -> None:
 def mount_again(where: Path, image: Path) -> None:
     """What an operator does after a disk error: unmount (lazily: processes may hold files
     there), check, and mount the file system at the same place."""
+    unmount(where)
+    mount_image(where, image)
+
+
+def unmount(where: Path) -> None:
+    """Unmount lazily (processes may hold files there): its path is the mount point's now."""
     assert _run("umount", "-l", str(where))
+
+
+def mount_image(where: Path, image: Path) -> None:
+    """Check the ext4 image and mount it at `where`."""
     # a loop device of its own: `mount -o loop` would take the old one again, whose file
     # system lives on, failed, while a process holds a file of it
     device = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,

@@ -11,7 +11,7 @@ import orjson
 from queues.store import QueueSettings, QueueStore, StoreConfig, sweep_all
 
 from .conftest import HOST, QUEUE
-from .mounts import ext4_fs, fail_ext4, mount_again
+from .mounts import ext4_fs, fail_ext4, mount_again, mount_image, unmount
 
 SETTINGS = QueueSettings()
 
@@ -58,3 +58,22 @@ def test_lines_refused_by_a_failed_logs_disk_reach_it_once_it_is_mounted_again(t
         [day_file] = (logs / "tasks").glob("*.jsonl")
         assert sorted(ids_in(day_file)) == sorted([before, during, after])
         store.close()
+
+
+def test_lines_written_while_the_logs_disk_is_unmounted_wait_for_it_not_under_it(tmp_path):
+    """Between an unmount and the next mount the logs path is the empty mount point: a line is
+    spooled, not written there (where the disk, mounted again, would hide it)."""
+    image = tmp_path / "logs.img"
+    with ext4_fs(tmp_path / "logs", image) as logs:
+        store = open_store(tmp_path, logs)
+        before = post(store, 1)
+        unmount(logs)
+        during = post(store, 2)
+        assert list(logs.iterdir()) == []  # nothing made on the disk under the mount point
+        mount_image(logs, image)
+        report = sweep_all(store, lambda host, queue: SETTINGS)  # drains the spool
+        assert not report.errors, report.errors
+        [day_file] = (logs / "tasks").glob("*.jsonl")
+        assert sorted(ids_in(day_file)) == sorted([before, during])
+        store.close()
+
