@@ -39,10 +39,7 @@ def ingest_lag(source: Path, *, now_s: int, stale_seconds: int = STALE_SECONDS) 
 
     A day-file is behind when it is longer than its cursor (or has none, or was replaced: the
     ingester then reads it from the start). Fully ingested day-files cost one stat each."""
-    try:
-        entries = day_files(source)
-    except FileNotFoundError:
-        return None  # the store makes the directory with its first event
+    entries = day_files(source)  # none before the store's first event made the directory
     cursors = {c.name: c for c in IngestCursor.objects.filter(name__in=[e.name for e in entries])}
     oldest: int | None = None
     unread = behind = 0

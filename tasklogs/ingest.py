@@ -66,8 +66,14 @@ class IngestReport:
 
 
 def day_files(source: Path) -> list[os.DirEntry[str]]:
-    """The day-files of `source`, oldest first (other names are not the store's and are left)."""
-    with os.scandir(source) as entries:
+    """The day-files of `source`, oldest first (other names are not the store's and are left).
+    None while `source` is missing: no line written yet, or the logs disk not mounted now (its
+    mount point empty, between an unmount and the next mount): a wait, not an error."""
+    try:
+        listing = os.scandir(source)
+    except FileNotFoundError:
+        return []
+    with listing as entries:
         found = [e for e in entries if day_of_file(e.name) and e.is_file(follow_symlinks=False)]
     return sorted(found, key=lambda e: e.name)
 

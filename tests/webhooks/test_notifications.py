@@ -246,3 +246,15 @@ def test_a_server_without_the_queues_directories_neither_fires_nor_rearms_its_al
         other.close()
     assert [json.loads(r.body)["event"] for r in receiver.requests] == ["queue.pending"]
     assert Webhook.objects.get().pending_alerted
+
+
+def test_a_logs_disk_not_mounted_now_is_a_pass_with_nothing_to_notify(hooked_queue, receiver):
+    """Between an unmount of the logs disk and the next mount its tasks/ directory is missing:
+    the pass notifies nothing and says no error; the failure is notified once it is back."""
+    failed_task(hooked_queue)
+    tasks = stores.router().config.logs_dir / "tasks"
+    away = tasks.with_name("tasks-away")
+    tasks.rename(away)
+    assert notify_failures(stores.router(), now=timezone.now()) == 0
+    away.rename(tasks)
+    assert notify_failures(stores.router(), now=timezone.now()) == 1
