@@ -2,9 +2,11 @@
 fault phase, each noted in faults.jsonl (op, t, and what it planted or killed).
 
 Disk faults hold for a short random time and are always undone (a fill freed, a read-only
-mount made writable again) before the next one, and in the runner's `finally` by `undo`. A
-read-only remount is refused by the kernel while a process holds a file there open for writing
-(the event log keeps its day-file open): it is tried for 2 s and otherwise noted as not applied.
+mount made writable again, a failed logs disk checked and mounted again) before the next one,
+and in the runner's `finally` by `undo`. The logs disk's read-only fault is an ext4 error where
+the logs disk is ext4 (mounts.py); a tmpfs's read-only remount is refused by the kernel while a
+process holds a file there open for writing: it is tried for 2 s and otherwise noted as not
+applied.
 Planted files (FIFOs, corrupt, truncated, foreign, another queue's record) are left for the
 sweep: the checks want them out of the state directories once the faults end. Control
 characters go in every text field a request has; whatever the server answers is judged like any
@@ -122,7 +124,10 @@ class Injector:
         for directory in (self.server.items, self.server.logs):
             self.mounts.free(directory)
             with contextlib.suppress(OSError):
-                self.mounts.read_write(directory)
+                if directory in self.mounts.failed:
+                    self.mounts.mount_again(directory)
+                elif directory not in self.mounts.images:
+                    self.mounts.read_write(directory)
 
     def hold(self) -> float:
         seconds = self.rng.uniform(1.0, 3.0)
@@ -149,7 +154,16 @@ class Injector:
             self.mounts.read_write(directory)
 
     def ro_logs(self) -> None:
-        self._read_only("ro_logs", self.server.logs)
+        logs = self.server.logs
+        if logs not in self.mounts.images:
+            self._read_only("ro_logs", logs)
+            return
+        self.mounts.fail(logs)  # ext4's error: read-only under the open day-files too
+        try:
+            self.note("ro_logs", how="ext4 error, then checked and mounted again",
+                      held=self.hold())  # fmt: skip
+        finally:
+            self.mounts.mount_again(logs)
 
     def ro_items(self) -> None:
         self._read_only("ro_items", self.server.items)

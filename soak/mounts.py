@@ -1,6 +1,15 @@
-"""The soak's small tmpfs mounts: made in its run directory, filled and freed, remounted
-read-only and back, and always unmounted (lazily, so a process still holding a file there
-cannot keep the run from ending)."""
+"""The soak's small mounts: made in its run directory, filled and freed, made read-only and
+back, and always unmounted (lazily, so a process still holding a file there cannot keep the run
+from ending).
+
+The items disk is a tmpfs, remounted read-only and back. With --ext4-logs the logs disk is an
+ext4 image on a loop device: its processes keep the day-file open for writing, and the kernel
+refuses a read-only remount while a file is open so (busy), but an ext4 error (as a failing
+disk gives; the fault writes ext4's trigger_fs_error) makes it read-only under every open file
+at once, and only checking it and mounting it again (a new loop device: the old one lives on
+while a process holds a file of it) brings it back. Otherwise the logs disk is a tmpfs too, and
+its read-only fault is noted as not applied when the remount is busy.
+"""
 
 from __future__ import annotations
 
@@ -39,14 +48,63 @@ def why_not_mountable(probe: Path) -> str | None:
     return None
 
 
+def _run(*argv: str) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603 (fixed argv)
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        raise MountError(f"{' '.join(argv)}: {said[0] if said else done.returncode}")
+    return done.stdout.strip()
+
+
+def _loop_device(image: Path) -> str:
+    return _run("losetup", "--find", "--show", str(image))
+
+
+def _mount_ext4(image: Path, directory: Path) -> None:
+    """Mount the image at `directory` on a loop device of its own, detached at once (lazily:
+    the kernel frees it with its last user)."""
+    device = _loop_device(image)
+    try:
+        subprocess.run(["e2fsck", "-f", "-y", device], capture_output=True, check=False)  # noqa: S603, S607 (fixed argv; exit 1: it fixed)
+        _mount("-o", "errors=remount-ro", device, str(directory))
+    finally:
+        subprocess.run(["losetup", "--detach", device], capture_output=True, check=False)  # noqa: S603, S607 (fixed argv)
+
+
 class Mounts:
     def __init__(self) -> None:
         self.mounted: list[Path] = []
+        self.images: dict[Path, Path] = {}  # an ext4 mount's directory -> its image
+        self.failed: set[Path] = set()  # ext4 mounts an error made read-only
 
     def make(self, directory: Path, size_mb: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         _mount("-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755", "tmpfs", str(directory))
         self.mounted.append(directory)
+
+    def make_ext4(self, directory: Path, size_mb: int, image: Path) -> None:
+        """An ext4 file system of `size_mb` in `image`, mounted at `directory` (MountError
+        where loop devices cannot be had)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(image, "wb") as made:
+            made.truncate(size_mb << 20)
+        _run("mkfs.ext4", "-q", "-F", "-m", "0", str(image))
+        _mount_ext4(image, directory)
+        self.mounted.append(directory)
+        self.images[directory] = image
+
+    def fail(self, directory: Path) -> None:
+        """An ext4 error on the mount at `directory`: read-only at once, open files too."""
+        source = _run("findmnt", "-n", "-o", "SOURCE", str(directory))
+        trigger = Path("/sys/fs/ext4") / Path(source).name / "trigger_fs_error"
+        trigger.write_text("taskhoster soak: a failing disk\n")
+        self.failed.add(directory)
+
+    def mount_again(self, directory: Path) -> None:
+        """What an operator does after the error: unmount (lazily), check, mount again."""
+        _run("umount", "-l", str(directory))
+        _mount_ext4(self.images[directory], directory)
+        self.failed.discard(directory)
 
     def fill(self, directory: Path) -> int:
         """Write a filler file until the mount answers ENOSPC; the bytes written."""

@@ -66,6 +66,9 @@ class SoakServer(Server):
             "TASKHOSTER_WEBHOOK_ALLOW_PRIVATE": "1",  # the slow receiver is on loopback
             "PYTHONUNBUFFERED": "1",
             "TASKHOSTER_SSE_KEEPALIVE_SECONDS": "5",  # the readers' sockets time out at 10 s
+            # flushes on, as deployed: the logs disk's error (faults.ro_logs) loses what its
+            # file system had not written, as a power cut would (the items tmpfs's are free)
+            "TASKHOSTER_FSYNC": "1",
         }
 
     def prepare(self) -> None:
@@ -80,6 +83,12 @@ class SoakServer(Server):
             f"Webhook.objects.create(queue=find_queue({HOST + '/' + QUEUE!r}),\n"
             f"    url={self.hook_url!r}, notify_failed=True)\n"
         )
+        self.manage("shell", "-c", script)
+
+    def stop_schedule(self) -> None:
+        """Disable the schedule before the drain: a run that fired after the claimers stopped
+        would leave its task pending, owed to nobody (the posters stop at the drain too)."""
+        script = "from schedules.models import Schedule\nSchedule.objects.update(enabled=False)\n"
         self.manage("shell", "-c", script)
 
     def start(self) -> None:

@@ -52,3 +52,31 @@ def test_a_remount_refused_while_a_file_is_open_for_writing_is_an_oserror(mounts
         os.write(fd, b"still writable\n")
     finally:
         os.close(fd)
+
+
+def test_an_ext4_error_makes_the_logs_disk_read_only_under_an_open_file_until_mounted_again(
+    tmp_path,
+):
+    why = why_not_mountable(tmp_path / "probe")
+    if why is not None:
+        pytest.skip(f"mounts not permitted here: {why}")
+    m, directory = Mounts(), tmp_path / "logs"
+    try:
+        m.make_ext4(directory, 8, tmp_path / "logs.img")
+    except OSError as exc:
+        pytest.skip(f"no ext4 image on a loop device here: {exc}")
+    try:
+        fd = os.open(directory / "day.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(fd, b"before\n")
+        os.fsync(fd)
+        m.fail(directory)  # what a busy remount cannot do: the open file is refused too
+        with pytest.raises(OSError) as refused:
+            os.write(fd, b"during\n")
+        assert refused.value.errno == errno.EROFS
+        m.mount_again(directory)
+        os.close(fd)
+        with open(directory / "day.jsonl", "ab") as again:
+            again.write(b"after\n")
+        assert (directory / "day.jsonl").read_bytes() == b"before\nafter\n"
+    finally:
+        m.unmount_all()
