@@ -73,7 +73,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--logs-mb", type=int, default=32, help="the logs disk's size")
     p.add_argument("--ext4-logs", action="store_true",
                    help="the logs disk an ext4 image on a loop device, failed by ext4 errors "
-                   "(mounts.py); not yet in CI: see docs/operators.md")  # fmt: skip
+                   "(mounts.py); not in CI yet")  # fmt: skip
     p.add_argument(
         "--no-child-kills",
         action="store_true",

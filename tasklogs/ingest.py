@@ -26,6 +26,7 @@ from queues.monitor.lines import read_complete_lines
 from queues.store.paths import day_of_file
 
 from .inserting import Row, copy_new_rows
+from .lost_tail import withdraw_lost_tail
 from .models import IngestCursor
 from .parsing import BadLine, after_torn_prefix, line_digest, parse_line
 
@@ -113,7 +114,12 @@ def ingest_day_file(
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        cursor = _cursor_for(path.name, st.st_ino, st.st_size, cursor)
+        cursor = _cursor_for(path.name, st.st_ino, cursor)
+        withdraw_lost_tail(fd, path.name, cursor)
+        if cursor.offset > st.st_size:
+            # rewritten shorter in place (e.g. rsync --inplace), no row of it left to agree
+            # with: read it from the start, or we would begin in the middle of a line
+            _restart(cursor, st.st_ino)
         to_db_time = db_time()
         for start, block, end in _blocks(fd, cursor.offset, report, path.name):
             report.add(_store(block, path.name, start, end, cursor, to_db_time))
@@ -138,18 +144,21 @@ def _blocks(fd: int, offset: int, report: IngestReport, name: str) -> Iterator[B
         offset += end
 
 
-def _cursor_for(name: str, inode: int, size: int, known: IngestCursor | None) -> IngestCursor:
+def _cursor_for(name: str, inode: int, known: IngestCursor | None) -> IngestCursor:
     cursor = (
         known
         or IngestCursor.objects.get_or_create(name=name, defaults={"inode": inode, "offset": 0})[0]
     )
-    if cursor.inode != inode or cursor.offset > size:
-        # The day-file was replaced (a new inode, e.g. re-copied from the server) or rewritten
-        # shorter in place: read it from the start, or we would begin in the middle of a line.
-        # Lines already stored are recognised by their key and not stored again.
-        IngestCursor.objects.filter(pk=cursor.pk).update(inode=inode, offset=0)
-        cursor.inode, cursor.offset = inode, 0
+    if cursor.inode != inode:
+        # The day-file was replaced (a new inode, e.g. re-copied from the server): read it from
+        # the start. Lines already stored are recognised by their key and not stored again.
+        _restart(cursor, inode)
     return cursor
+
+
+def _restart(cursor: IngestCursor, inode: int) -> None:
+    IngestCursor.objects.filter(pk=cursor.pk).update(inode=inode, offset=0)
+    cursor.inode, cursor.offset = inode, 0
 
 
 def _store(

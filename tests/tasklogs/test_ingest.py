@@ -8,6 +8,7 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+import orjson
 import pytest
 from django.core.management import call_command
 
@@ -322,3 +323,26 @@ def test_an_ingester_killed_mid_backfill_loses_nothing_and_stores_nothing_twice(
     assert rerun.returncode == 0, err
     found = keys()
     assert len(found) == len(set(found)) == 60_000
+
+
+def test_lines_read_and_then_lost_by_the_disk_are_withdrawn(append, day_dir) -> None:
+    """The logs disk failed before it wrote the last lines the ingester had read: once it is
+    mounted again the same file (the same inode) ends before them, and the lines the store
+    spooled meanwhile are appended where they were. Task Logs then holds what the file holds."""
+    kept = [line(ms=0), line(event="claimed", status="processing", attempts=1, ms=1)]
+    lost = [line(event="result", status="finished", attempts=1, ms=2), line(ms=3, task_id="1" * 16)]
+    path = append("2025-01-01", *kept, *lost)
+    ingest_directory(day_dir)
+    inode = path.stat().st_ino
+    with path.open("r+b") as f:  # what the disk kept: the file up to the first lost line
+        f.truncate(len(encode(*kept)))
+    # the spooled lines, drained after the store's own next line: longer than the file was
+    again = [line(event="posted", ms=4, task_id="2" * 16), *lost]
+    append("2025-01-01", *again)
+    assert path.stat().st_ino == inode
+    ingest_directory(day_dir)
+    stored_lines = [(r.event, r.offset) for r in TaskEvent.objects.order_by("offset")]
+    in_file = path.read_bytes().splitlines(keepends=True)
+    offsets = [sum(len(x) for x in in_file[:i]) for i in range(len(in_file))]
+    events = [orjson.loads(x)["event"] for x in in_file]
+    assert stored_lines == list(zip(events, offsets, strict=True))
