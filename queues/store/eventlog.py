@@ -280,7 +280,8 @@ class EventLog:
             if self.spool is None or not may_spool:
                 raise LinesRefused(exc.detail, standing=data[:standing].count(b"\n")) from exc
             try:
-                self.spool.keep(data[standing:])  # the lines written whole are not written twice
+                # the lines written whole are not written twice; nor, once found, flushed ones
+                self.spool.keep(data[standing:], maybe_written=isinstance(exc, files.FlushFailed))
             except StorageUnavailable as refused:  # the items disk refuses too: then a 503
                 raise LinesRefused(
                     refused.detail, standing=data[:standing].count(b"\n")
@@ -309,6 +310,13 @@ class EventLog:
         path = paths.day_file(self.logs_dir, _day_of(first["t"]))
         try:
             with open(path, "rb") as day_file:
+                # What it shows is what the disk keeps only once flushed: a disk that failed
+                # (ext4 read-only after an error) shows bytes it loses when mounted again,
+                # and refuses the flush; then the line is looked for at a later drain.
+                try:
+                    os.fdatasync(day_file.fileno())
+                except OSError as exc:
+                    raise StorageUnavailable("The logs disk does not flush.") from exc
                 size = day_file.seek(0, os.SEEK_END)
                 day_file.seek(max(0, size - _RECHECK_BYTES - len(data)))
                 return data in day_file.read()

@@ -557,7 +557,19 @@ def append(fd: int, data: bytes, *, fsync: Durable, dev: int | None = None) -> N
             fd, fsync.items_dev
         ).wait()  # the logs share the items' file system, and its flushes
     elif fsync:
-        _call("fsync", os.fdatasync, fd)
+        try:
+            _call("fsync", os.fdatasync, fd)
+        except (OSError, StorageUnavailable) as exc:
+            raise FlushFailed() from exc
+
+
+class FlushFailed(StorageUnavailable):
+    """An append written whole whose flush failed: the disk may have its bytes or not (a disk
+    that failed as it flushed). The caller must not take them as unwritten: a line spooled so is
+    looked for in the day-file before it is appended again (spool.py)."""
+
+    def __init__(self) -> None:
+        super().__init__("The logs disk did not flush a line it was given.")
 
 
 def _device(fd: int, dev: int | None) -> int:

@@ -38,13 +38,18 @@ class Spool:
         self.items_dir, self.fsync = items_dir, fsync
         self._count = itertools.count()
 
-    def keep(self, data: bytes) -> None:
+    def keep(self, data: bytes, *, maybe_written: bool = False) -> None:
         """Spool the bytes of one append durably; StorageUnavailable if the items disk refuses
-        too (only then is the change answered 503)."""
+        too (only then is the change answered 503). `maybe_written`: the append may be in the
+        day-file (its flush failed: files.FlushFailed), so it is kept as `.draining`, and its
+        drain looks for it in the day-file first, as for a drainer that died."""
+        name = self._new_name()
+        if maybe_written:
+            name = _spooled_at(name) + DRAINING
         with files.storage_errors("the spool of unwritten log lines"):
             fd = self._open(create=True)
             try:
-                files.write_durable(fd, self._new_name(), data, fsync=self.fsync)
+                files.write_durable(fd, name, data, fsync=self.fsync)
             finally:
                 os.close(fd)
 

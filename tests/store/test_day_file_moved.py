@@ -77,3 +77,57 @@ def test_lines_written_while_the_logs_disk_is_unmounted_wait_for_it_not_under_it
         assert sorted(ids_in(day_file)) == sorted([before, during])
         store.close()
 
+
+def test_a_line_whose_flush_failed_but_which_the_disk_kept_is_in_the_day_file_once(tmp_path):
+    """A flush can fail after the disk took the line (EIO from a disk failing as it wrote):
+    the line is spooled as one that may be written, and its drain finds it in the day-file
+    and does not append it again."""
+    import errno
+
+    from queues.store import files
+
+    store = open_store(tmp_path, tmp_path / "logs")
+    first = post(store, 1)
+    files.FAULTS.reset()
+    # the post's flushes: its record's, then (after the record's directory) its line's
+    files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = "fsync", 2, errno.EIO
+    try:
+        second = post(store, 2)  # acknowledged: its record is durable, its line spooled
+    finally:
+        files.FAULTS.reset()
+    [day_file] = (tmp_path / "logs" / "tasks").glob("*.jsonl")
+    assert ids_in(day_file) == [first, second]  # the page cache had it: so did the disk
+    report = sweep_all(store, lambda host, queue: SETTINGS)  # drains the spool
+    assert not report.errors, report.errors
+    assert ids_in(day_file) == [first, second]
+    assert list((tmp_path / "items" / ".unlogged").iterdir()) == []
+    store.close()
+
+
+def test_a_line_whose_flush_failed_is_not_taken_as_written_while_the_disk_is_failed(tmp_path):
+    """A failed disk still shows what it had in memory, and loses it once checked and mounted
+    again: the drain does not decide while it is read-only, and appends the line after."""
+    import errno
+
+    from queues.store import files
+
+    image = tmp_path / "logs.img"
+    with ext4_fs(tmp_path / "logs", image) as logs:
+        store = open_store(tmp_path, logs)
+        first = post(store, 1)
+        files.FAULTS.reset()
+        files.FAULTS.fail_kind, files.FAULTS.fail_at = "fsync", 2
+        files.FAULTS.fail_errno = errno.EIO
+        try:
+            second = post(store, 2)  # its line in the page cache only, and spooled
+        finally:
+            files.FAULTS.reset()
+        fail_ext4(logs)
+        [day_file] = (logs / "tasks").glob("*.jsonl")
+        assert ids_in(day_file) == [first, second]  # shown, not kept
+        sweep_all(store, lambda host, queue: SETTINGS)  # its drain must not decide now
+        mount_again(logs, image)
+        report = sweep_all(store, lambda host, queue: SETTINGS)
+        assert not report.errors, report.errors
+        assert ids_in(day_file) == [first, second]
+        store.close()
