@@ -385,7 +385,13 @@ class EventLog:
         """Delete day-files (and archived payload folders) older than `retain_days`."""
         cutoff = dt.datetime.fromtimestamp(now / 1000, dt.UTC).date() - dt.timedelta(retain_days)
         removed = 0
-        for entry in os.scandir(self.logs_dir / "tasks"):
+        try:
+            listing = list(os.scandir(self.logs_dir / "tasks"))
+        except FileNotFoundError:
+            # no line yet, or the logs disk not mounted now (its mount point empty): nothing
+            # to prune until it is back; the archive is on the same disk
+            return 0
+        for entry in listing:
             day = paths.day_of_file(entry.name)
             if day is not None and day < cutoff and entry.is_file(follow_symlinks=False):
                 with self._lock:

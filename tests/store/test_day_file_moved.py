@@ -131,3 +131,22 @@ def test_a_line_whose_flush_failed_is_not_taken_as_written_while_the_disk_is_fai
         assert not report.errors, report.errors
         assert ids_in(day_file) == [first, second]
         store.close()
+
+
+def test_a_sweep_while_the_logs_disk_is_unmounted_goes_on(tmp_path):
+    """Its mount point empty, the logs disk has no tasks/: the pass prunes nothing, drains
+    nothing, and ends; once the disk is back the next pass drains what was spooled."""
+    image = tmp_path / "logs.img"
+    with ext4_fs(tmp_path / "logs", image) as logs:
+        store = open_store(tmp_path, logs)
+        first = post(store, 1)
+        unmount(logs)
+        second = post(store, 2)  # spooled
+        report = sweep_all(store, lambda host, queue: SETTINGS, now=None)
+        assert report.logs_pruned == 0
+        assert list(logs.iterdir()) == []
+        mount_image(logs, image)
+        sweep_all(store, lambda host, queue: SETTINGS)
+        [day_file] = (logs / "tasks").glob("*.jsonl")
+        assert ids_in(day_file) == [first, second]
+        store.close()
