@@ -426,10 +426,8 @@ def flow_hand(opener: StoreOpener, settings: QueueSettings, orders: Any, answers
     store.close()
 
 
-def finish_and_kill(config: StoreConfig, task_id: str, k: int) -> None:
-    """Finish a claimed task and SIGKILL this process just before its k-th disk-changing call
-    (exit 0 if it had fewer): the kill may fall between the ending, the group's count and the
-    group's callback."""
+def _kill_before_call(k: int) -> None:
+    """SIGKILL this process just before its k-th disk-changing call from now on."""
     import os
     import signal
 
@@ -437,9 +435,18 @@ def finish_and_kill(config: StoreConfig, task_id: str, k: int) -> None:
         if n == k:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    store = QueueStore(config)
     files.FAULTS.reset()
     files.FAULTS.before = kill_at
+
+
+def finish_and_kill(config: StoreConfig, task_id: str, k: int) -> None:
+    """Finish a claimed task and SIGKILL this process just before its k-th disk-changing call
+    (exit 0 if it had fewer): the kill may fall between the ending, the group's count and the
+    group's callback."""
+    import os
+
+    store = QueueStore(config)
+    _kill_before_call(k)
     store.finish(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={"r": 1})
     os._exit(0)
 
@@ -448,15 +455,9 @@ def sweep_and_kill(config: StoreConfig, now: int, k: int) -> None:
     """Sweep the test's queue and SIGKILL this process just before its k-th disk-changing call
     (exit 0 if it had fewer): the kill may fall in a group's removal."""
     import os
-    import signal
-
-    def kill_at(n: int, kind: str) -> None:
-        if n == k:
-            os.kill(os.getpid(), signal.SIGKILL)
 
     store = QueueStore(config)
-    files.FAULTS.reset()
-    files.FAULTS.before = kill_at
+    _kill_before_call(k)
     store.sweep_queue(HOST, QUEUE, LONG, now=now)
     os._exit(0)
 
