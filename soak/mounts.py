@@ -28,11 +28,16 @@ class MountError(OSError):
     """mount(8) refused (an OSError, so the injector notes it as a fault not applied)."""
 
 
-def _mount(*args: str) -> None:
-    done = subprocess.run(["mount", *args], capture_output=True, text=True, check=False)  # noqa: S603, S607 (fixed argv)
+def _run(*argv: str) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603 (fixed argv)
     if done.returncode != 0:
         said = done.stderr.strip().splitlines()
-        raise MountError(f"mount {' '.join(args)}: {said[0] if said else done.returncode}")
+        raise MountError(f"{' '.join(argv)}: {said[0] if said else done.returncode}")
+    return done.stdout.strip()
+
+
+def _mount(*args: str) -> None:
+    _run("mount", *args)
 
 
 def why_not_mountable(probe: Path) -> str | None:
@@ -46,14 +51,6 @@ def why_not_mountable(probe: Path) -> str | None:
         return str(exc)
     subprocess.run(["umount", "-l", str(probe)], check=False)  # noqa: S603, S607 (fixed argv)
     return None
-
-
-def _run(*argv: str) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603 (fixed argv)
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()
-        raise MountError(f"{' '.join(argv)}: {said[0] if said else done.returncode}")
-    return done.stdout.strip()
 
 
 def _loop_device(image: Path) -> str:

@@ -37,7 +37,7 @@ def withdraw_lost_tail(fd: int, name: str, cursor: IngestCursor) -> int:
     # same name (kept, above) are older than every row of this one
     rows = TaskEvent.objects.filter(file=name, offset__lt=cursor.offset).order_by("-pk")
     last = rows.values_list("offset", "digest").first()
-    if last is None or _holds(fd, *last):
+    if last is None or _held_length(fd, *last) is not None:
         return 0
     with transaction.atomic():
         locked = IngestCursor.objects.select_for_update().filter(pk=cursor.pk)
@@ -46,8 +46,9 @@ def withdraw_lost_tail(fd: int, name: str, cursor: IngestCursor) -> int:
         lost: list[int] = []
         agreed = 0
         for pk, offset, digest in rows.values_list("pk", "offset", "digest").iterator(_BATCH):
-            if _holds(fd, offset, digest):
-                agreed = offset + _line_length(fd, offset) + 1
+            length = _held_length(fd, offset, digest)
+            if length is not None:
+                agreed = offset + length + 1
                 break
             lost.append(pk)
         for start in range(0, len(lost), _BATCH):
@@ -71,12 +72,7 @@ def _line_at(fd: int, offset: int) -> bytes | None:
     return None
 
 
-def _holds(fd: int, offset: int, digest: int) -> bool:
+def _held_length(fd: int, offset: int, digest: int) -> int | None:
+    """The length of the line at `offset` if it is the row's line (its digest), else None."""
     line = _line_at(fd, offset)
-    return line is not None and line_digest(line) == digest
-
-
-def _line_length(fd: int, offset: int) -> int:
-    line = _line_at(fd, offset)
-    assert line is not None  # _holds said so, under the same descriptor
-    return len(line)
+    return len(line) if line is not None and line_digest(line) == digest else None
