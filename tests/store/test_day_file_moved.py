@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 import orjson
+import pytest
 
-from queues.store import QueueSettings, QueueStore, StoreConfig, sweep_all
+from queues.store import QueueSettings, QueueStore, StorageUnavailable, StoreConfig, sweep_all
 
 from .conftest import HOST, QUEUE
 from .mounts import ext4_fs, fail_ext4, mount_again, mount_image, unmount
@@ -150,3 +151,20 @@ def test_a_sweep_while_the_logs_disk_is_unmounted_goes_on(tmp_path):
         [day_file] = (logs / "tasks").glob("*.jsonl")
         assert ids_in(day_file) == [first, second]
         store.close()
+
+
+def test_the_archive_refuses_a_post_once_its_folder_went_and_makes_none(tmp_path):
+    """tasks-payloads/ seen, then gone (the logs disk unmounted): a post that archives its item
+    is refused (503), and no tasks-payloads/ is made where the disk was."""
+    archiving = QueueSettings(archive_payloads=True)
+    store = open_store(tmp_path, tmp_path / "logs")
+    store.post(HOST, QUEUE, {"n": 1}, settings=archiving, posted_by="alice")
+    payloads = tmp_path / "logs" / "tasks-payloads"
+    away = tmp_path / "payloads-away"
+    os.rename(payloads, away)
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 2}, settings=archiving, posted_by="alice")
+    assert not payloads.exists()
+    os.rename(away, payloads)  # back: archiving goes on
+    store.post(HOST, QUEUE, {"n": 3}, settings=archiving, posted_by="alice")
+    store.close()

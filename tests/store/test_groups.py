@@ -554,3 +554,14 @@ def test_a_group_removal_killed_at_any_step_is_finished_by_the_next_sweep(tmp_pa
     else:
         pytest.fail("the sweep never ran to its end")
     assert left_aside >= 3  # kills fell inside the deletion of the renamed directory
+
+
+@pytest.mark.files_only("a marker file written by hand: the PostgreSQL store keeps columns")
+def test_a_group_whose_callback_marker_is_not_ours_stays_for_an_operator(h):
+    callback = _called_back(h)
+    marker = h.queue_dir / "groups" / "g1" / "callback"
+    marker.write_bytes(b"{not json")
+    after = _clean_callback(h, callback, T0 + 1000)
+    report = h.store.sweep_queue(HOST, QUEUE, LONG, now=after)
+    assert not report.errors
+    assert marker.read_bytes() == b"{not json"  # not removed on a marker it cannot read
