@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from queues.api.authentication import NO_CREDENTIALS
-from queues.api.parsers import LengthRequired, body_too_large, content_length
+from queues.api.parsers import LengthRequired, body_too_large, content_length, server_cap
 from queues.store.errors import InvalidTransition, QueueFull, StorageUnavailable, StoreError
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, RequestDataTooBig):  # Django's own cap on request.body (form bodies)
         size = content_length(context.get("request"))
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return _store_refusal(body_too_large(size, limit, "DATA_UPLOAD_MAX_MEMORY_SIZE"))
+        cap = server_cap(limit, "DATA_UPLOAD_MAX_MEMORY_SIZE")
+        return _store_refusal(body_too_large(size, limit, cap))
     if isinstance(exc, SuspiciousOperation):  # e.g. more query parameters than Django reads
         return refusal("invalid_request", "The request is malformed.", 400)
     if isinstance(exc, Http404):

@@ -13,32 +13,39 @@ import orjson
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
-from queues.api.parsers import NO_BODY, chunked_body, is_chunked
+from queues.api.parsers import NO_BODY, body_cap, body_too_large, chunked_body, is_chunked
 from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
 from queues.store.errors import out_of_range, shown
+from queues.store.settings import QueueSettings
 from queues.text.control_characters import described, first_control
 
 MISSING: Any = object()
 
 
-def json_body(request: Request) -> Any:
-    """The parsed body. A body must be there and must say it is JSON.
+def json_body(request: Request, queue: QueueSettings, *, batch: bool = False) -> Any:
+    """The parsed body. A body must be there and must say it is JSON, and be no larger than
+    this queue could take (queues.api.parsers.body_cap: a declared length over it is refused
+    before anything is read; `batch`: a batch's body).
 
     DRF treats a missing body, or a body without a Content-Type, as `{}`: that would post an
     empty item instead of telling the client what went wrong. A chunked body (no
     Content-Length) is read where the server de-chunks it (queues.api.parsers.chunked_body).
     """
+    cap = body_cap(queue, batch=batch)
     if is_chunked(request):
-        return chunked_body(request)
-    if not _content_length(request):
+        return chunked_body(request, cap.limit, cap.named)
+    declared = _content_length(request)
+    if not declared:
         raise ParseError(NO_BODY)
     if not request.content_type:
         raise UnsupportedMediaType("", detail="Send the body as Content-Type: application/json.")
+    if declared > cap.limit:
+        raise body_too_large(declared, cap.limit, cap.named)
     return request.data
 
 
-def json_object(request: Request) -> dict[str, Any]:
-    body = json_body(request)
+def json_object(request: Request, queue: QueueSettings, *, batch: bool = False) -> dict[str, Any]:
+    body = json_body(request, queue, batch=batch)
     if not isinstance(body, dict):
         raise InvalidRequest("The body must be a JSON object.")
     return body

@@ -9,7 +9,7 @@ reads an integer outside the 64-bit range as a float, so 2**64 would be stored a
 
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.conf import settings
@@ -17,7 +17,9 @@ from rest_framework.exceptions import APIException, ParseError, UnsupportedMedia
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
+from queues.store import MAX_BATCH
 from queues.store.errors import PayloadTooLarge
+from queues.store.settings import QueueSettings
 
 MAX_DEPTH = 64
 NO_BODY = "The request has no body: send a JSON document."
@@ -28,23 +30,78 @@ _FLOAT_FROM_INT = float(2**63)  # a float this large and whole may have been an 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
+# A body is read this much at a time, never whole in one read: a body over its cap is refused
+# holding at most the cap and one piece.
+READ_BYTES = 64 * 1024
+# How much larger than its compact JSON a body may be written (whitespace, \u escapes: 6 bytes
+# for a character compact JSON writes in 1 to 3), and the room for the rest of a body (worker,
+# attempt, a batch entry's keys): past these a body cannot hold what the queue would take.
+WRITTEN_AS = 4
+BODY_ROOM_BYTES = 64 * 1024
+ENTRY_ROOM_BYTES = 16 * 1024
+
+
 def max_body_bytes() -> int:
     """The raw body cap; the store enforces each queue's own cap on the item, progress, result."""
     return int(settings.TASKHOSTER_MAX_BODY_BYTES)
 
 
-def body_too_large(
-    size: int, limit: int, setting: str = "TASKHOSTER_MAX_BODY_BYTES"
-) -> PayloadTooLarge:
-    """413 for the server-wide cap on a whole request body, named so that it is not taken
-    for the queue's own cap on an item (the store's refusal names that one)."""
+class BodyCap(NamedTuple):
+    limit: int
+    named: str  # how a refusal names it
+
+
+def body_cap(queue: QueueSettings, *, batch: bool = False) -> BodyCap:
+    """The most bytes a request body to this queue may be, and how a refusal names that cap:
+    what its items (one, or a batch's MAX_BATCH), progress report or result could be at the
+    queue's maxItemBytes, written loosely, or the server's own cap when that is lower. A body
+    past it is refused before it is read: it could only be refused after."""
+    carried = WRITTEN_AS * queue.max_item_bytes
+    if batch:
+        limit = MAX_BATCH * (carried + ENTRY_ROOM_BYTES) + BODY_ROOM_BYTES
+        why = (f"{MAX_BATCH} entries of {WRITTEN_AS} times its maxItemBytes and "
+               f"{ENTRY_ROOM_BYTES} bytes each, and {BODY_ROOM_BYTES} bytes")  # fmt: skip
+    else:
+        limit = carried + BODY_ROOM_BYTES
+        why = f"{WRITTEN_AS} times its maxItemBytes and {BODY_ROOM_BYTES} bytes"
+    server = max_body_bytes()
+    if server <= limit:
+        return BodyCap(server, server_cap(server))
+    return BodyCap(limit, f"this queue's cap of {limit} bytes on this request's body ({why})")
+
+
+def server_cap(limit: int, setting: str = "TASKHOSTER_MAX_BODY_BYTES") -> str:
+    return f"this server's cap of {limit} bytes on any request body ({setting})"
+
+
+def body_too_large(size: int, limit: int, cap: str | None = None, *, more: bool = False) -> (
+    PayloadTooLarge
+):  # fmt: skip
+    """413 for a cap on a whole request body (`cap` names it: the server's by default), named so
+    that it is not taken for the queue's own cap on an item (the store's refusal names that
+    one). `more`: a body of no declared length, read as far as `size` bytes and not to its end."""
+    cap = cap or server_cap(limit)
+    sized = f"more than {limit}" if more else f"{size}"
     return PayloadTooLarge(
         "request body",
         size,
         limit,
-        detail=f"The request body is {size} bytes, over this server's cap of {limit} bytes on "
-        f"any request body ({setting}).",
+        detail=f"The request body is {sized} bytes, over {cap}.",
     )
+
+
+def read_capped(stream: Any, limit: int, cap: str | None = None) -> bytes:
+    """Up to `limit` bytes of `stream` to its end, READ_BYTES at a time; past `limit`, the
+    refusal, having held no more than that and one piece."""
+    pieces, size = [], 0
+    while True:
+        piece = stream.read(min(READ_BYTES, limit + 1 - size))
+        if not piece:
+            return b"".join(pieces)
+        size += len(piece)
+        if size > limit:
+            raise body_too_large(size, limit, cap, more=True)
+        pieces.append(piece)
 
 
 def loads(data: bytes) -> Any:
@@ -133,8 +190,9 @@ def is_chunked(request: Any) -> bool:
     )
 
 
-def chunked_body(request: Any) -> Any:
-    """The parsed JSON of a chunked body, read straight from the WSGI input.
+def chunked_body(request: Any, limit: int, cap: str | None = None) -> Any:
+    """The parsed JSON of a chunked body, read straight from the WSGI input, in pieces, and
+    refused once past `limit` bytes (`cap` names it) without reading the rest.
 
     Only a server that says it ends the input where the body ends (`wsgi.input_terminated`,
     as gunicorn does after de-chunking) is read: on another, a read without a length would
@@ -147,7 +205,13 @@ def chunked_body(request: Any) -> Any:
         raise UnsupportedMediaType(
             request.content_type, detail="Send the body as Content-Type: application/json."
         )
-    return parser.parse(meta["wsgi.input"], parser.media_type, {"request": request})
+    return parse_json(read_capped(meta["wsgi.input"], limit, cap))
+
+
+def parse_json(data: bytes) -> Any:
+    if not data:  # a chunked body of no chunks
+        raise ParseError(NO_BODY)
+    return loads(data)
 
 
 class JSONParser(BaseParser):
@@ -159,13 +223,9 @@ class JSONParser(BaseParser):
         declared = content_length(request)
         if declared > limit:
             raise body_too_large(declared, limit)
-        # Read one byte past the cap: a body without an honest Content-Length still stops there.
-        data = stream.read(limit + 1)
-        if len(data) > limit:
-            raise body_too_large(len(data), limit)
-        if not data:  # a chunked body of no chunks
-            raise ParseError(NO_BODY)
-        return loads(data)
+        # Read in pieces up to one byte past the cap: a body without an honest Content-Length
+        # still stops there.
+        return parse_json(read_capped(stream, limit))
 
 
 def content_length(request: Any) -> int:

@@ -140,7 +140,7 @@ class TasksView(APIView):
     )
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
-        item = inputs.json_body(request)
+        item = inputs.json_body(request, ctx.settings)
         group, on_complete = inputs.group_query(request)
         posted = actions.post(
             ctx,
@@ -337,7 +337,7 @@ class ClaimView(APIView):
     )
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
-        body = inputs.json_object(request)
+        body = inputs.json_object(request, ctx.settings)
         many = body.get("max") is not None
         tasks, crowded = actions.claim(
             ctx,
@@ -398,7 +398,7 @@ class ProgressView(APIView):
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
-        body = inputs.json_object(request)
+        body = inputs.json_object(request, ctx.settings)
         task = actions.progress(
             ctx,
             id,
@@ -438,7 +438,7 @@ class ResultView(APIView):
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
-        body = inputs.json_object(request)
+        body = inputs.json_object(request, ctx.settings)
         reported = actions.finish(
             ctx,
             id,
@@ -460,7 +460,7 @@ class FailView(APIView):
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
-        body = inputs.json_object(request)
+        body = inputs.json_object(request, ctx.settings)
         reported = actions.fail(
             ctx,
             id,
@@ -489,7 +489,7 @@ class PostManyView(APIView):
     )
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
-        body = inputs.json_object(request)
+        body = inputs.json_object(request, ctx.settings, batch=True)
         group, on_complete = inputs.batch_group(body)
         posted = actions.post_many(
             ctx,
@@ -536,7 +536,7 @@ class FinishManyView(APIView):
     )
     def post(self, request: Request, host: str, queue: str) -> Response:
         ctx = resolve(request, host, queue)
-        body = inputs.json_object(request)
+        body = inputs.json_object(request, ctx.settings, batch=True)
         worker = inputs.string(body, "worker")
         answers = actions.finish_many(ctx, inputs.reports(body), worker=worker)
         return Response({"outcomes": [_entry_answer(answer) for answer in answers]})
