@@ -53,7 +53,7 @@ from .errors import GroupClosed, IdempotencyKeyReused, NotFound, StoreError
 from .eventlog import EventLog
 from .paths import QueueDirs
 from .records import State, Task
-from .results import GROUP_OUTCOMES, GroupCounts, GroupView
+from .results import ANY, GROUP_OUTCOMES, GroupCounts, GroupView, _Any
 from .settings import QueueSettings
 
 COUNT, MEMBERS, ENDED = "count", "members", "ended"
@@ -578,9 +578,17 @@ def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tup
             raise NotFound() from exc
 
 
-def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
-    """The group's progress as it stands; NotFound for a group never posted to."""
+def read_group(
+    core: QueueCore, host: str, queue: str, group: str, *, seen_by: str | _Any | None = ANY
+) -> GroupView:
+    """The group's progress as it stands; NotFound for a group never posted to, and for one
+    posted by another producer than `seen_by` (unless ANY), told from its owner file alone."""
     with _reading(core, host, queue, group) as (qd, gfd):
+        owner: str | None = None
+        with contextlib.suppress(FileNotFoundError):
+            owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
+        if seen_by is not ANY and owner is not None and owner != seen_by:
+            raise NotFound()  # another producer's group: as if it had never been posted to
         with _locked(gfd) as count:
             if not _still_named(qd, group, gfd):
                 raise NotFound()  # removed since it was opened (sweep_groups)
@@ -591,9 +599,6 @@ def read_group(core: QueueCore, host: str, queue: str, group: str) -> GroupView:
         callback: dict[str, Any] | None = None
         with contextlib.suppress(FileNotFoundError):
             callback = orjson.loads(files.read_at(gfd, CALLBACK))
-        owner: str | None = None
-        with contextlib.suppress(FileNotFoundError):
-            owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
     state = rules.group_state(counts, closed=closing is not None, called_back=callback is not None)
     return GroupView(
         host=host,

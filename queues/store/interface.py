@@ -68,8 +68,13 @@ class TaskStore(Protocol):
 
     def read(self, host: str, queue: str, task_id: str) -> Task: ...
 
-    def read_group(self, host: str, queue: str, group: str) -> GroupView:
-        """A group's progress; NotFound for one never posted to (or a name that is none)."""
+    def read_group(
+        self, host: str, queue: str, group: str, *, seen_by: str | _Any | None = ANY
+    ) -> GroupView:
+        """A group's progress; NotFound for one never posted to (or a name that is none). With
+        `seen_by` (a producer's name, or None for a caller with none), NotFound too for a
+        group posted by another producer (a group of public posts, postedBy null, anyone
+        reads), decided before its counts are read, at the cost of one never posted to."""
         ...
 
     def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:

@@ -146,8 +146,10 @@ class QueueStore:
     def read(self, host: str, queue: str, task_id: str) -> Task:
         return producing.read(self.core, host, queue, task_id)
 
-    def read_group(self, host: str, queue: str, group: str) -> GroupView:
-        return groups.read_group(self.core, host, queue, group)
+    def read_group(
+        self, host: str, queue: str, group: str, *, seen_by: str | _Any | None = ANY
+    ) -> GroupView:
+        return groups.read_group(self.core, host, queue, group, seen_by=seen_by)
 
     def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
         return groups.members(self.core, host, queue, group, limit=limit)

@@ -26,7 +26,7 @@ from queues.store import paths, rules
 from queues.store.batch import OnComplete
 from queues.store.errors import GroupClosed, NotFound, StoreError
 from queues.store.records import Task
-from queues.store.results import GROUP_OUTCOMES, GroupCounts, GroupView
+from queues.store.results import ANY, GROUP_OUTCOMES, GroupCounts, GroupView, _Any
 from queues.store.settings import QueueSettings
 
 Conn = psycopg.Connection[tuple[Any, ...]]
@@ -201,13 +201,20 @@ def remove_called_back(conn: Conn, host: str, queue: str) -> int:
     return len(gone)
 
 
-def read_group(conn: Conn, host: str, queue: str, group: str) -> GroupView:
-    """The group's progress; NotFound for a group never posted to."""
+def read_group(
+    conn: Conn, host: str, queue: str, group: str, *, seen_by: str | _Any | None = ANY
+) -> GroupView:
+    """The group's progress; NotFound for a group never posted to, and for one posted by
+    another producer than `seen_by` (unless ANY): the query finds no row for either."""
     try:
         paths.validate_queue(group)
     except StoreError as exc:
         raise NotFound() from exc
-    found = conn.execute(_LOCK, (host, queue, group)).fetchone()
+    if seen_by is ANY:
+        found = conn.execute(_LOCK, (host, queue, group)).fetchone()
+    else:
+        found = conn.execute(_LOCK + " AND (posted_by IS NULL OR posted_by = %s)",
+                             (host, queue, group, seen_by)).fetchone()  # fmt: skip
     if found is None:
         raise NotFound()
     counts, closing, callback = _parts(found)

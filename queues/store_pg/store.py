@@ -310,10 +310,12 @@ class PostgresStore:
         with self._pool.connection() as conn:
             return reads.read(conn, host, queue, task_id)
 
-    def read_group(self, host: str, queue: str, group: str) -> GroupView:
+    def read_group(
+        self, host: str, queue: str, group: str, *, seen_by: str | _Any | None = ANY
+    ) -> GroupView:
         with self._pool.connection() as conn:
             self._queue_exists(conn, host, queue)
-            return groups.read_group(conn, host, queue, group)
+            return groups.read_group(conn, host, queue, group, seen_by=seen_by)
 
     def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
         with self._pool.connection() as conn:

@@ -190,6 +190,20 @@ def test_a_group_is_its_first_producers_and_anothers_post_to_it_is_not_found(h):
     assert h.count("pending") == 1
 
 
+def test_a_group_read_for_a_producer_is_not_found_when_another_producer_posted_it(h):
+    """seen_by: the producer's own groups and the public ones; another producer's answers as a
+    group never posted to. Without it (ANY, an operator's read) every group."""
+    _post(h, 1, group="alices")
+    h.post({"n": 2}, settings=LONG, group="public", posted_by=None, now=T0)
+    assert h.store.read_group(HOST, QUEUE, "alices", seen_by="alice").posted_by == "alice"
+    assert h.store.read_group(HOST, QUEUE, "public", seen_by="bob").posted_by is None
+    assert h.store.read_group(HOST, QUEUE, "public", seen_by=None).counts.posted == 1
+    for seen_by in ("bob", None):
+        with pytest.raises(NotFound):
+            h.store.read_group(HOST, QUEUE, "alices", seen_by=seen_by)
+    assert h.store.read_group(HOST, QUEUE, "alices").counts.posted == 1
+
+
 def test_an_unknown_or_invalid_group_is_not_found(h):
     _post(h, 1)
     for group in ("g2", "../g1", "G1", ""):
