@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDeni
 from rest_framework.request import Request
 
 from queues.api import memo
-from queues.auth.access import User, roles_on
+from queues.auth.access import HeldRoles, User, held_roles, public_queues
 from queues.models import Queue, Role
 from queues.store import InvalidName, Task, paths
 from queues.store.settings import QueueSettings
@@ -63,10 +63,14 @@ class QueueContext:
 
 
 def resolve(request: Request, host: str, queue: str) -> QueueContext:
-    """The queue named by the URL and the caller's roles on it, or the uniform refusal."""
+    """The queue named by the URL and the caller's roles on it, or the uniform refusal.
+
+    The queue is looked up only once the caller holds a role on it (or it takes anyone's
+    posts): a name it may not use is refused from what the caller holds alone, at the same
+    cost whether that queue exists or not, so neither the answer nor its time tells."""
     user = request.user
-    found = _queue(host, queue)
-    roles = _roles(user, found[0]) if found is not None else frozenset()
+    roles = _roles(user).on(host, queue)
+    found = _queue(host, queue) if roles or (host, queue) in _public() else None
     if found is None or not (roles or found[1].public_post):
         if not user.is_authenticated:
             raise NotAuthenticated()
@@ -100,12 +104,24 @@ def _queue(host: str, queue: str) -> tuple[Queue, QueueSettings] | None:
     return found
 
 
-def _roles(user: User, queue: Queue) -> frozenset[str]:
+ANONYMOUS = HeldRoles({})
+
+
+def _roles(user: User) -> HeldRoles:
+    """The caller's roles on every queue, memoized per user (queues.api.memo)."""
     if not user.is_authenticated:
-        return frozenset()
-    key = (user.pk, queue.pk)
-    found = memo.roles.get(key)
+        return ANONYMOUS
+    found: HeldRoles | None = memo.roles.get(user.pk)
     if found is None:
-        found = roles_on(user, queue)
-        memo.roles.put(key, found)
+        found = held_roles(user)
+        memo.roles.put(user.pk, found)
+    return found
+
+
+def _public() -> frozenset[tuple[str, str]]:
+    """The queues that take anyone's posts, memoized (as a whole, whatever name is asked)."""
+    found: frozenset[tuple[str, str]] | None = memo.public.get(memo.PUBLIC)
+    if found is None:
+        found = public_queues()
+        memo.public.put(memo.PUBLIC, found)
     return found

@@ -10,7 +10,10 @@ action saves each token for that reason). A bulk `update()` sends no signal, so 
 bound holds for it.
 
 A token's expiry is checked on every request against the memoized row, so it is exact. Only
-usable tokens and existing queues are memoized: a guessed token or queue name never is.
+usable tokens and existing queues are memoized: a guessed token or queue name never is. A
+queue is looked up by its name only for a caller that holds a role on it (or when it takes
+anyone's posts): the caller's roles are memoized by name, so a name it holds nothing on costs
+the same whether that queue exists, is another tenant's, or is not there at all.
 """
 
 import threading
@@ -57,11 +60,13 @@ class Memo:
 
 tokens = Memo()  # sha256 of the token -> its ApiToken row, with .user loaded
 queues = Memo()  # (host, queue) -> the Queue row, with .host loaded
-roles = Memo()  # (user pk, queue pk) -> frozenset of role names
+roles = Memo()  # user pk -> its HeldRoles (queues.auth.access): its roles by queue name
+public = Memo()  # PUBLIC -> frozenset of the (host, queue) names that take anyone's posts
+PUBLIC = "public"
 
 
 def forget_all(**_: Any) -> None:
-    for memo in (tokens, queues, roles):
+    for memo in (tokens, queues, roles, public):
         memo.clear()
 
 

@@ -5,6 +5,8 @@ superusers are operators of every queue. Callers that find no role must answer e
 a queue that does not exist (the tenant rule), so nothing here says which one it was.
 """
 
+from dataclasses import dataclass
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 
@@ -25,6 +27,44 @@ def roles_on(user: User, queue: Queue) -> frozenset[str]:
         return frozenset(Role.values)
     found = QueueAccess.objects.filter(_grants(user), queue=queue).values_list("role", flat=True)
     return frozenset(found)
+
+
+NO_ROLES: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class HeldRoles:
+    """What one user holds, by (host, queue) name: `by_name`, or every role everywhere."""
+
+    by_name: dict[tuple[str, str], frozenset[str]]
+    everywhere: bool = False  # staff and superusers
+
+    def on(self, host: str, queue: str) -> frozenset[str]:
+        if self.everywhere:
+            return frozenset(Role.values)
+        return self.by_name.get((host, queue), NO_ROLES)
+
+
+def held_roles(user: User) -> HeldRoles:
+    """The roles `user` holds on every queue, in one query (none for staff). Read without
+    looking a queue up by a name asked, so that a name the user holds nothing on costs the
+    same whether such a queue exists or not."""
+    if not user.is_authenticated or not user.is_active:
+        return HeldRoles({})
+    if user.is_staff or user.is_superuser:
+        return HeldRoles({}, everywhere=True)
+    held: dict[tuple[str, str], set[str]] = {}
+    grants = QueueAccess.objects.filter(_grants(user))
+    for host, queue, role in grants.values_list("queue__host__name", "queue__name", "role"):
+        held.setdefault((host, queue), set()).add(role)
+    return HeldRoles({name: frozenset(roles) for name, roles in held.items()})
+
+
+def public_queues() -> frozenset[tuple[str, str]]:
+    """Every queue that takes posts from anyone, by (host, queue) name: anyone may learn these
+    by posting, so they are no secret."""
+    found = Queue.objects.filter(public_post=True).values_list("host__name", "name")
+    return frozenset((str(host), str(name)) for host, name in found)
 
 
 def has_role(user: User, queue: Queue, role: str) -> bool:
