@@ -1,5 +1,6 @@
-"""Claiming: the atomic rename that hands a pending task to exactly one worker, and the
-waiting claim that sleeps until a task arrives."""
+"""Claiming: the atomic rename that hands a pending task to exactly one worker, the waiting
+claim that sleeps until a task arrives (or its caller leaves), and the claim given back
+before its caller heard of it."""
 
 from __future__ import annotations
 
@@ -11,15 +12,23 @@ from collections.abc import Callable
 
 import orjson
 
-from . import copies, files, gate, limits, paths
+from . import copies, files, gate, limits, paths, rules
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable
 from .eventlog import LinesRefused
-from .inotify import arrivals, watcher
+from .inotify import Channel, arrivals, watcher
 from .paths import QueueDirs
 from .records import State, Task
-from .rules import Change, check_max_tasks, check_worker, checked_lease_ms, claim_stamp, claimed
+from .rules import (
+    STILL_WANTED_SECONDS,
+    Change,
+    check_max_tasks,
+    check_worker,
+    checked_lease_ms,
+    claim_stamp,
+    claimed,
+)
 from .settings import QueueSettings
 
 
@@ -238,8 +247,14 @@ def wait_claim(
     wait_seconds: float,
     lease_seconds: int | None = None,
     max_tasks: int = 1,
+    still_wanted: Callable[[], bool] | None = None,
 ) -> list[Task]:
-    """Claim, blocking up to `wait_seconds`; wakes as soon as any process posts to the queue."""
+    """Claim, blocking up to `wait_seconds`; wakes as soon as any process posts to the queue.
+
+    `still_wanted`: whether the caller still waits (its client's connection is open), asked
+    before each look that could take a task and at least every STILL_WANTED_SECONDS while it
+    sleeps: once false, the wait ends with nothing taken."""
+    wanted = still_wanted or _always
     deadline = time.monotonic() + max(0.0, float(wait_seconds))
     claim_now = functools.partial(
         claim,
@@ -251,6 +266,8 @@ def wait_claim(
         lease_seconds=lease_seconds,
         max_tasks=max_tasks,
     )
+    if not wanted():
+        return []
     tasks = claim_now()  # the common case under load, which then never touches inotify
     if tasks or wait_seconds <= 0:
         return tasks
@@ -264,6 +281,8 @@ def wait_claim(
     ):
         while True:
             generation = channel.generation
+            if not wanted():
+                return []
             tasks = claim_now()  # again, now watched: a post since the first look wakes no one
             remaining = deadline - time.monotonic()
             if tasks or remaining <= 0:
@@ -273,8 +292,55 @@ def wait_claim(
             if due is not None:  # a delayed task becomes claimable before anything is posted
                 remaining = min(remaining, max(0.001, due / 1000 - time.time()))
             remaining = min(remaining, limits.recheck_in(tasks))  # a token, or room, comes
-            channel.wait(generation, remaining)
+            _sleep(channel, generation, remaining, still_wanted)
+
+
+def _sleep(
+    channel: Channel, generation: int, seconds: float, still_wanted: Callable[[], bool] | None
+) -> None:
+    """channel.wait for `seconds`; with `still_wanted`, ended early once it turns false (asked
+    every STILL_WANTED_SECONDS), without looking at the queue in between."""
+    if still_wanted is None:
+        channel.wait(generation, seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        channel.wait(generation, min(max(0.0, deadline - time.monotonic()), STILL_WANTED_SECONDS))
+        if (
+            channel.generation != generation
+            or not channel.listening  # a polling channel: the caller looks again, as it asked
+            or time.monotonic() >= deadline
+            or not still_wanted()
+        ):
+            return
+
+
+def _always() -> bool:
+    return True
 
 
 def _task_name(name: str) -> bool:
     return paths.task_id_of(name) is not None
+
+
+def unclaim(
+    core: QueueCore,
+    host: str,
+    queue: str,
+    task_id: str,
+    *,
+    settings: QueueSettings,
+    worker: str,
+    attempt: int,
+    now: int | None = None,
+) -> Task:
+    """Give back a claim whose caller left before it heard of it (rules.plan_unclaim): pending
+    again with its attempt uncounted, and claimable at once (a waiting claim wakes for it)."""
+    now = now_ms(now)
+    with (
+        core.queue_dirs(host, queue) as qd,
+        copies.locked(qd, paths.validate_task_id(task_id)) as found,
+    ):
+        change = rules.plan_unclaim(found.task, found.directory, worker, attempt, now=now)
+        return core.apply(qd, found.directory, change.old, change.new, change.event, now=now,
+                          worker=worker, settings=settings)  # fmt: skip

@@ -31,6 +31,8 @@ EVENTS = frozenset(
     | {"hastened"}
     # a group's callback, just posted (after its `posted` line): every task of its group ended
     | {"callback"}
+    # a claim given back, its attempt uncounted: its caller left before it heard of it
+    | {"unclaimed"}
 )
 
 

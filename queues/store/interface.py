@@ -10,6 +10,7 @@ method as declared, next to its class: this module imports neither.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .batch import OnComplete, PostEntry, Report
@@ -218,7 +219,28 @@ class TaskStore(Protocol):
         wait_seconds: float,
         lease_seconds: int | None = None,
         max_tasks: int = 1,
-    ) -> list[Task]: ...
+        still_wanted: Callable[[], bool] | None = None,
+    ) -> list[Task]:
+        """claim, waiting up to `wait_seconds` for a task; `still_wanted` (the caller's
+        connection is open) is asked before each look that could take one and at least every
+        rules.STILL_WANTED_SECONDS while it sleeps: once false, it ends with nothing taken."""
+        ...
+
+    def unclaim(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        attempt: int,
+        now: int | None = None,
+    ) -> Task:
+        """Give back a claim whose caller left before it heard of it: pending again, its
+        attempt uncounted, claimable at once (`unclaimed`; cancelled if a cancel was asked
+        meanwhile). LeaseLost unless the task is still that worker's and attempt's."""
+        ...
 
     def progress(
         self,

@@ -53,6 +53,8 @@ TRANSITIONS: frozenset[tuple[State | None, State | None, str | None]] = frozense
         (State.PROCESSING, State.CANCELLED, "cancelled"),
         # an operator ends a stuck task's lease now (its worker may be gone)
         (State.PROCESSING, State.PENDING, "requeued"),
+        # a claim given back before its caller heard of it: the attempt never began
+        (State.PROCESSING, State.PENDING, "unclaimed"),
         # an operator ends a waiting task's backoff or delay now
         (State.PENDING, State.PENDING, "hastened"),
         (State.FAILED, State.PENDING, "retried"),

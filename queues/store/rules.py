@@ -298,6 +298,24 @@ def claimed(task: Task, *, worker: str, lease_ms: int, now: int) -> Task:
     )
 
 
+# How often a waiting claim whose caller may leave (a client's connection) looks whether it
+# still wants the claim, when nothing else wakes it.
+STILL_WANTED_SECONDS = 1.0
+
+
+def plan_unclaim(task: Task, source: str, worker: str, attempt: int, *, now: int) -> Change:
+    """A claim whose caller left before it heard of it, given back by the server that took it:
+    the attempt never began, so the task is pending again with the attempts it had before
+    (`unclaimed`), claimable at once; with a cancel requested meanwhile it is cancelled, as a
+    pending task would have been. Fenced as a report: only the claim's worker and attempt."""
+    held(task, worker, attempt)
+    back = {"lease": None, "attempts": task.attempts - 1, "updated_at": now}
+    if task.cancel_requested:
+        new = task.replace(status=State.CANCELLED, finished_at=now, **back)
+        return Change(source, task, new, "cancelled")
+    return Change(source, task, task.replace(status=State.PENDING, **back), "unclaimed")
+
+
 def claim_stamp(task: Task, now: int, *, live: bool) -> int:
     """The time a claim's new attempt begins: on the live clock, never before the record's
     last change. A claim that read the clock and then waited behind the sweep's requeue of

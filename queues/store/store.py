@@ -2,7 +2,7 @@
 
 - producing: post, post_many, read, fetch, wait_for_change
 - operating: cancel, retry, requeue, delete, repost
-- claiming: claim, wait_claim
+- claiming: claim, wait_claim, unclaim
 - working: progress, finish, finish_many, fail
 - listing: list_tasks, stats
 - selecting: find, state_counts (the console's queue page)
@@ -341,6 +341,7 @@ class QueueStore:
         wait_seconds: float,
         lease_seconds: int | None = None,
         max_tasks: int = 1,
+        still_wanted: Callable[[], bool] | None = None,
     ) -> list[Task]:
         return claiming.wait_claim(
             self.core,
@@ -351,7 +352,24 @@ class QueueStore:
             wait_seconds=wait_seconds,
             lease_seconds=lease_seconds,
             max_tasks=max_tasks,
+            still_wanted=still_wanted,
         )
+
+    def unclaim(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        attempt: int,
+        now: int | None = None,
+    ) -> Task:
+        return claiming.unclaim(
+            self.core, host, queue, task_id, settings=settings, worker=worker, attempt=attempt,
+            now=now,
+        )  # fmt: skip
 
     def progress(
         self,

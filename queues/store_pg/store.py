@@ -10,6 +10,7 @@ on many machines can serve one queue: the database is the only thing they share.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -686,28 +687,56 @@ class PostgresStore:
         wait_seconds: float,
         lease_seconds: int | None = None,
         max_tasks: int = 1,
+        still_wanted: Callable[[], bool] | None = None,
     ) -> list[Task]:
         """Claim, blocking up to `wait_seconds`: woken by any post (or retry, or requeue) to
         the queue from any process on any machine, and looking again at least every
-        poll_seconds (a delayed task coming due, a lost notification)."""
+        poll_seconds (a delayed task coming due, a lost notification). `still_wanted` is
+        asked before each look, and at least every STILL_WANTED_SECONDS: once false, the
+        wait ends with nothing taken."""
         deadline = time.monotonic() + max(0.0, float(wait_seconds))
         key = (host, queue)
+        wanted = still_wanted or (lambda: True)
+        most = rules.STILL_WANTED_SECONDS if still_wanted is not None else float("inf")
 
         def claim_now() -> list[Task]:
             return self.claim(host, queue, settings=settings, worker=worker,
                               lease_seconds=lease_seconds, max_tasks=max_tasks)  # fmt: skip
 
+        if not wanted():
+            return []
         tasks = claim_now()
         if tasks or wait_seconds <= 0:
             return tasks
         while True:
             generation = self._waits.generation(key)
+            if not wanted():
+                return []
             tasks = claim_now()  # again, now that a notification would be counted
             remaining = deadline - time.monotonic()
             if tasks or remaining <= 0:
                 return tasks
             # held back: a token comes, or room (no post announces either)
-            self._waits.wait(key, generation, min(remaining, flow.recheck_in(tasks)))
+            self._waits.wait(key, generation, min(remaining, flow.recheck_in(tasks), most))
+
+    def unclaim(
+        self,
+        host: str,
+        queue: str,
+        task_id: str,
+        *,
+        settings: QueueSettings,
+        worker: str,
+        attempt: int,
+        now: int | None = None,
+    ) -> Task:
+        """Give back a claim whose caller left before it heard of it (rules.plan_unclaim)."""
+        now = now_ms(now)
+        return self._change_one(
+            host, queue, task_id,
+            lambda task, source: rules.plan_unclaim(task, source, worker, attempt, now=now),
+            now=now, settings=settings, worker_of_lease=True,
+        )  # fmt: skip
 
     def progress(
         self,

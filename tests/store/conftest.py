@@ -39,6 +39,7 @@ BOTH_STORES = frozenset(
         "test_dependencies",
         "test_limits",
         "test_groups",
+        "test_still_wanted",
     }
 )
 

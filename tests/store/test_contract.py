@@ -336,6 +336,43 @@ def test_a_claim_at_a_time_given_is_stamped_at_that_time(h):
     assert task.claimed_at == task.updated_at == T0 + 1_000
 
 
+def test_unclaim_gives_a_claim_back_pending_with_its_attempt_uncounted(h):
+    """A claim whose caller left before it heard of it: pending again at once, as it was
+    before the claim (attempts 0, no lease), an `unclaimed` line naming the worker; the next
+    claim is attempt 1 again, so the budget lost nothing."""
+    task = h.post(settings=replace(SETTINGS, max_attempts=1))
+    h.claim(now=T0 + 1000)
+    back = h.store.unclaim(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1,
+                           now=T0 + 1500)  # fmt: skip
+    assert back.status is State.PENDING and back.attempts == 0 and back.lease is None
+    assert back.updated_at == T0 + 1500 and back.max_attempts == 1
+    assert h.where(task.id) == ["pending"]
+    assert h.store.read(HOST, QUEUE, task.id) == back
+    assert h.event_names(task.id) == ["posted", "claimed", "unclaimed"]
+    line = h.events(task.id)[-1]
+    assert (line["status"], line["attempts"], line["worker"]) == ("pending", 0, "box-1")
+    again = h.claim(now=T0 + 2000, worker="box-2")
+    assert (again.id, again.attempts) == (task.id, 1)
+
+
+def test_unclaim_is_fenced_and_a_cancel_asked_meanwhile_ends_it(h):
+    task = h.post()
+    with pytest.raises(LeaseLost):  # not claimed: nothing to give back
+        h.store.unclaim(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1)
+    h.claim(now=T0 + 1000)
+    before = h.on_disk(task.id)
+    for worker, attempt in (("box-2", 1), ("box-1", 0), ("box-1", 2)):
+        with pytest.raises(LeaseLost):
+            h.store.unclaim(HOST, QUEUE, task.id, settings=SETTINGS, worker=worker,
+                            attempt=attempt)  # fmt: skip
+    assert h.on_disk(task.id) == before
+    h.store.cancel(HOST, QUEUE, task.id, settings=SETTINGS, now=T0 + 1100)
+    ended = h.store.unclaim(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1",
+                            attempt=1, now=T0 + 1200)  # fmt: skip
+    assert ended.status is State.CANCELLED and ended.attempts == 0 and ended.lease is None
+    assert h.event_names(task.id)[-1] == "cancelled"
+
+
 def test_cancel_pending_processing_and_terminal(h):
     pending = h.post(now=T0)
     cancelled = h.store.cancel(HOST, QUEUE, pending.id, settings=SETTINGS, now=T0 + 1)

@@ -41,7 +41,7 @@ S = QueueSettings(
 NEXT = {
     None: {"posted"},
     "pending": {"claimed", "cancelled", "timeout"},
-    "processing": {"progress", "result", "failed", "requeue", "cancelled", "timeout"},
+    "processing": {"progress", "result", "failed", "requeue", "cancelled", "timeout", "unclaimed"},
     "finished": {"fetched", "cleaned"},
     "failed": {"fetched", "cleaned", "retried"},
     "cancelled": {"fetched", "cleaned", "retried"},
@@ -133,6 +133,28 @@ class StoreMachine(RuleBasedStateMachine):
             m.update(status="pending", until=None, avail=self.now + backoff, window=self.now)
         else:
             m.update(status="failed", until=None, end=self.now)
+
+    @rule(data=st.data(), stale=st.booleans())
+    def unclaim(self, data, stale):
+        """The server gives back a claim whose client left: the attempt is not counted."""
+        running = self.live("processing")
+        if not running:
+            return
+        task_id = data.draw(st.sampled_from(running))
+        m = self.model[task_id]
+        attempt = m["attempts"] - 1 if stale else m["attempts"]
+        try:
+            self.h.store.unclaim(HOST, QUEUE, task_id, settings=S, worker="box-1",
+                                 attempt=attempt, now=self.now)  # fmt: skip
+        except LeaseLost:
+            assert stale
+            return
+        assert not stale
+        m.update(attempts=m["attempts"] - 1, until=None)
+        if m.get("cancel"):  # a pending task whose cancel is asked is cancelled
+            m.update(status="cancelled", end=self.now)
+        else:
+            m["status"] = "pending"
 
     @rule(data=st.data())
     def cancel(self, data):
