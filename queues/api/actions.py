@@ -4,6 +4,7 @@ Views parse and render; these decide who may, using the QueueContext, and call t
 the queue's settings. Reading a task to learn whose it is comes first where ownership matters.
 """
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -239,9 +240,20 @@ def hasten(ctx: QueueContext, task_id: str) -> Task:
 
 
 def claim(
-    ctx: QueueContext, *, worker: str, wait: float, lease: int | None, max_tasks: int
+    ctx: QueueContext,
+    *,
+    worker: str,
+    wait: float,
+    lease: int | None,
+    max_tasks: int,
+    connected: Callable[[], bool] = lambda: True,
 ) -> tuple[list[Task], bool]:
-    """The claimed tasks, and whether the process was too crowded to let this claim wait."""
+    """The claimed tasks, and whether the process was too crowded to let this claim wait.
+
+    `connected`: whether the client is still there to hear the answer (client_socket). A
+    waiting claim asks it before each look that could take a task, and ends once it is
+    false; a claim that took tasks as its client left gives them back at once, their
+    attempts uncounted (`unclaimed`), and answers nothing."""
     ctx.require(WORKER)
     store = stores.of(ctx.host, ctx.queue)
     options = {
@@ -250,12 +262,27 @@ def claim(
         "lease_seconds": lease,
         "max_tasks": max_tasks,
     }
+    crowded = False
     if wait <= 0:
-        return store.claim(ctx.host, ctx.queue, **options), False
-    with held_threads.slot() as may_wait:
-        if may_wait:
-            return store.wait_claim(ctx.host, ctx.queue, wait_seconds=wait, **options), False
-    return store.claim(ctx.host, ctx.queue, **options), True
+        tasks = store.claim(ctx.host, ctx.queue, **options)
+    else:
+        with held_threads.slot() as may_wait:
+            if may_wait:
+                tasks = store.wait_claim(ctx.host, ctx.queue, wait_seconds=wait,
+                                         still_wanted=connected, **options)  # fmt: skip
+            else:
+                crowded = True
+        if crowded:
+            tasks = store.claim(ctx.host, ctx.queue, **options)
+    if tasks and not connected():
+        for task in tasks:
+            # one that cannot be given back (the store is down) comes back as any claim whose
+            # answer was lost: when its lease lapses
+            with contextlib.suppress(StoreError):
+                store.unclaim(ctx.host, ctx.queue, task.id, settings=ctx.settings,
+                              worker=worker, attempt=task.attempts)  # fmt: skip
+        return [], crowded
+    return tasks, crowded
 
 
 def progress(ctx: QueueContext, task_id: str, *, worker: str, attempt: int, progress: Any) -> Task:

@@ -10,7 +10,6 @@ a task's stream starts with its events so far, then a `: caught up` comment, the
 from __future__ import annotations
 
 import datetime as dt
-import socket
 from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
@@ -26,6 +25,7 @@ from rest_framework.views import APIView
 from queues import stores
 from queues.api import held_threads
 from queues.api.authentication import BearerAuthentication
+from queues.api.client_socket import still_connected
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import exception_handler
 from queues.api.worker_stop import until_stopping
@@ -93,27 +93,6 @@ class JsonFirst(BaseContentNegotiation):
         self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
         return renderers[0], renderers[0].media_type
-
-
-def socket_alive(meta: dict[str, Any]) -> Callable[[], bool]:
-    """A check that the client has not closed its connection (gunicorn exposes the socket).
-
-    An SSE client never sends after its request, so a readable socket that yields no byte
-    means the peer hung up: the thread is freed within a second instead of at the next write.
-    """
-    sock = meta.get("gunicorn.socket")
-    if not isinstance(sock, socket.socket):
-        return lambda: True
-
-    def alive() -> bool:
-        try:
-            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
-        except (BlockingIOError, InterruptedError):
-            return True
-        except OSError:
-            return False
-
-    return alive
 
 
 def check_subscriber(ctx: QueueContext, task_id: str | None) -> None:
@@ -228,7 +207,7 @@ class EventStreamView(APIView):
         tail = LogTail(settings.TASKHOSTER_LOGS_DIR, position)  # positioned before any byte
         release_database()
         stream = event_stream(tail, channel, subscription, keepalive=keepalive_seconds(),
-                              client_alive=until_stopping(socket_alive(request.META)),
+                              client_alive=until_stopping(still_connected(request.META)),
                               history=history)  # fmt: skip
         return sse_response(HeldStream(stream))
 
@@ -249,6 +228,6 @@ class EventStreamView(APIView):
         release_database()  # the rows come over the store's own connections
         stream = event_stream(PgTail(follower), RowsChannel(follower), subscription,
                               keepalive=keepalive_seconds(),
-                              client_alive=until_stopping(socket_alive(request.META)),
+                              client_alive=until_stopping(still_connected(request.META)),
                               history=history)  # fmt: skip
         return sse_response(HeldStream(stream))

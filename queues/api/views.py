@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from queues.api import actions, held_threads, inputs
+from queues.api import actions, client_socket, held_threads, inputs
 from queues.api import serializers as s
 from queues.api.context import QueueContext, resolve
 from queues.api.errors import refusal_body
@@ -347,6 +347,7 @@ class ClaimView(APIView):
                 body, "lease", None, low=1, high=ctx.settings.queue_seconds, unit="seconds"
             ),
             max_tasks=inputs.integer(body, "max", 1, low=1, high=100),
+            connected=client_socket.still_connected(request.META),
         )
         if not tasks:
             headers = {}

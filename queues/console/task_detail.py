@@ -18,6 +18,8 @@ HISTORY = 1000  # the newest events read for the attempt history: far above any 
 ENDINGS = frozenset({"result", "failed", "requeue", "requeued", "timeout", "cancelled"})
 # The events after which the task waits to be claimed: a post, an operator's retry, an end.
 READY = ENDINGS | {"posted", "retried"}
+# A claim the server gave back as its client left: no attempt, and the wait goes on.
+UNCLAIMED = "unclaimed"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +133,8 @@ def attempts_of(events: list[TaskEvent]) -> list[Attempt]:
             open_claim, claimed_after = event, ready
         elif event.event in ENDINGS and open_claim is not None:
             attempts.append(_attempt(open_claim, event, claimed_after))
+            open_claim = None
+        elif event.event == UNCLAIMED:  # given back unheard: that attempt never began
             open_claim = None
         if event.event in READY:
             ready = event

@@ -115,3 +115,8 @@ def drive_every_event(store: QueueStore) -> None:
     member = store.post(HOST, QUEUE, {"n": 5}, settings=SETTINGS, posted_by="a",
                         now=end + 5 * SECOND, group="g", on_complete=closing).task  # fmt: skip
     store.cancel(HOST, QUEUE, member.id, settings=SETTINGS, now=end + 6 * SECOND)
+    # unclaimed: a claim given back, its attempt uncounted, as its caller left before the answer
+    given = store.post(HOST, QUEUE, {"n": 6}, settings=SETTINGS, posted_by="a", priority=50,
+                       now=end + 7 * SECOND).task.id  # fmt: skip
+    assert claim(end + 8 * SECOND) == (given, 1)
+    store.unclaim(HOST, QUEUE, given, attempt=1, now=end + 9 * SECOND, **held)
