@@ -17,6 +17,7 @@ from queues.store.settings import QueueSettings
 from queues.validators import (
     validate_host_name,
     validate_item_schema,
+    validate_name,
     validate_queue_name,
 )
 
@@ -305,7 +306,11 @@ class ApiToken(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
-    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'box-1'.")
+    name = models.CharField(
+        max_length=100,
+        validators=[validate_name],
+        help_text="What the token is for, e.g. 'box-1'.",
+    )
     prefix = models.CharField(max_length=12, unique=True, editable=False)
     token_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -10,8 +10,16 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from queues.store import paths
+from queues.store import names, paths
 from queues.store.errors import InvalidName
+
+
+def validate_name(value: str) -> None:
+    """A name a person gives (an API token's, a schedule's): the store's one rule for names
+    (queues/store/names.py), which also holds workers' names and concurrency keys."""
+    position = names.first_unprintable(value)
+    if position is not None:
+        raise ValidationError(names.refusal("The name", value, position), code="invalid_name")
 
 
 def validate_host_name(value: str) -> None:

@@ -5,7 +5,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from queues.auth.tokens import find_token
-from queues.models import Host, Queue, QueueAccess
+from queues.models import ApiToken, Host, Queue, QueueAccess
 
 pytestmark = pytest.mark.django_db
 
@@ -118,6 +118,16 @@ def test_createtoken_prints_a_working_token_once():
     assert found.expires_at is None
     second = run("createtoken", "alice").strip()
     assert second != token
+
+
+@pytest.mark.parametrize("bad", ["\u202e", "\ufeff", "\n"])
+def test_createtoken_refuses_a_name_the_rule_for_names_refuses(bad):
+    User.objects.create(username="alice")
+    with pytest.raises(
+        CommandError, match=f"--name: The name must not hold control.*U\\+{ord(bad):04X}"
+    ):
+        run("createtoken", "alice", "--name", f"box{bad}1")
+    assert not ApiToken.objects.exists()
 
 
 def test_createtoken_with_expiry():

@@ -14,9 +14,8 @@ from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
 from queues.api.parsers import NO_BODY, chunked_body, is_chunked
-from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
+from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError, names
 from queues.store.errors import out_of_range, shown
-from queues.text.control_characters import described, first_control
 
 MISSING: Any = object()
 
@@ -61,14 +60,12 @@ def string(body: dict[str, Any], name: str) -> str:
 
 
 def _without_controls(name: str, value: str) -> str:
-    """A name-like string as sent, or the refusal naming the field: a NUL in a worker name
-    would break PostgreSQL's text columns and a newline would forge lines wherever it is shown
-    (queues.text.control_characters)."""
-    position = first_control(value)
+    """A name-like string as sent, or the refusal naming the field, by the one rule for names
+    (queues.store.names): a NUL in a worker name would break PostgreSQL's text columns, a
+    newline would forge lines wherever it is shown, a bidi override would reorder them."""
+    position = names.first_unprintable(value)
     if position is not None:
-        raise InvalidRequest(
-            f"{name} must not hold control characters (got {described(value, position)})."
-        )
+        raise InvalidRequest(names.refusal(name, value, position))
     return value
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from . import paths, posting, trace_context
+from . import names, paths, posting, trace_context
 from .batch import OnComplete, PostEntry, Report
 from .errors import (
     DependencyFailed,
@@ -297,10 +297,12 @@ def checked_lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
     return seconds * 1000
 
 
+MAX_WORKER = 200  # characters
+
+
 def check_worker(worker: Any) -> str:
-    if not isinstance(worker, str) or not 1 <= len(worker) <= 200:
-        raise InvalidRequest("worker must be a name of 1 to 200 characters.")
-    return worker
+    """A claim's worker name, by the one rule for names (names.py)."""
+    return names.check_name("worker", worker, most=MAX_WORKER)
 
 
 def check_max_tasks(max_tasks: Any) -> None:

@@ -64,6 +64,13 @@ def test_a_bad_schedule_is_refused_and_nothing_is_saved(make_queue, cron, item, 
     assert not Schedule.objects.exists()
 
 
+def test_a_name_the_rule_for_names_refuses_is_refused(make_queue):
+    make_queue()
+    with pytest.raises(CommandError, match=r"name: The name must not hold control.*U\+FEFF"):
+        create("task.example.com", "resize", "\ufeffnightly", "* * * * *", "--item", "{}")
+    assert not Schedule.objects.exists()
+
+
 def test_a_bad_time_zone_and_an_unknown_queue_are_refused(make_queue):
     make_queue()
     with pytest.raises(CommandError, match="timezone: 'Mars/Base' is not a time zone"):

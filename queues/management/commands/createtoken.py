@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
@@ -32,5 +33,8 @@ class Command(BaseCommand):
         if days is not None and int(str(days)) < 1:
             raise CommandError("--expires-days must be at least 1.")
         expires = timezone.now() + timedelta(days=int(str(days))) if days else None
-        _, token = issue_token(user, str(options["name"]), expires_at=expires)
+        try:
+            _, token = issue_token(user, str(options["name"]), expires_at=expires)
+        except ValidationError as exc:
+            raise CommandError(f"--name: {' '.join(exc.messages)}") from None
         self.stdout.write(token)
