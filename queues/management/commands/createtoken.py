@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from queues.auth.tokens import issue_token
+from queues.store import numerals
 
 
 class Command(BaseCommand):
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--expires-days",
-            type=int,
+            type=numerals.integer_option,
             metavar="N",
             help="days until it expires (default: never)",
         )
@@ -30,9 +31,9 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"There is no user {options['user']!r}.")
         days = options["expires_days"]
-        if days is not None and int(str(days)) < 1:
-            raise CommandError("--expires-days must be at least 1.")
-        expires = timezone.now() + timedelta(days=int(str(days))) if days else None
+        if days is not None and not (isinstance(days, int) and days >= 1):
+            raise CommandError("--expires-days must be an integer of at least 1.")
+        expires = timezone.now() + timedelta(days=days) if days else None
         try:
             _, token = issue_token(user, str(options["name"]), expires_at=expires)
         except ValidationError as exc:
