@@ -26,10 +26,21 @@ async wake-up from the store, which is a re-architecture, not a setting.
 
 import os
 
+from queues.store import numerals
+
+
+def _count(name: str, default: str) -> int:
+    """A count from the environment, in the digits 0-9 (int() would take "٣" or "1_000")."""
+    try:
+        return numerals.parse_integer(os.environ.get(name, default), name)
+    except ValueError as exc:
+        raise SystemExit(f"gunicorn.conf.py: {exc}") from None
+
+
 bind = os.environ.get("TASKHOSTER_BIND", "127.0.0.1:8000")
-workers = int(os.environ.get("TASKHOSTER_WEB_WORKERS", "2"))
+workers = _count("TASKHOSTER_WEB_WORKERS", "2")
 worker_class = os.environ.get("TASKHOSTER_WEB_WORKER_CLASS", "gthread")
-threads = int(os.environ.get("TASKHOSTER_WEB_THREADS", "64"))
+threads = _count("TASKHOSTER_WEB_THREADS", "64")
 # A gthread worker accepts connections while its threads are all busy and queues them behind
 # the waits. The API therefore lets at most TASKHOSTER_MAX_WAITING requests and event streams
 # (threads - 8 by default; streams at most half of them) hold threads per process and answers

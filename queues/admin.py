@@ -17,6 +17,7 @@ from queues.auth.tokens import issue_token, revoke_token
 from queues.models import ApiToken, Host, Queue, QueueAccess
 from queues.store import StoreError
 from queues.text.durations import readable_seconds
+from queues.validators import IntegerInDigits
 
 admin.site.site_header = "taskhoster"
 admin.site.site_title = "taskhoster admin"
@@ -33,6 +34,8 @@ class QueueFields:
             kwargs["widget"] = SecondsInput
         if db_field.name == "item_schema":
             kwargs["form_class"] = BlankableJSONField
+        if isinstance(db_field, models.IntegerField):
+            kwargs["form_class"] = IntegerInDigits
         return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
 
 

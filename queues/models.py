@@ -17,6 +17,7 @@ from queues.store.settings import QueueSettings
 from queues.validators import (
     validate_host_name,
     validate_item_schema,
+    validate_name,
     validate_queue_name,
 )
 
@@ -61,6 +62,14 @@ class StoreKind(models.TextChoices):
 STORE_RULES: list[Callable[["Queue"], None]] = []
 
 
+# The bound of every integer setting of a queue, on SQLite and PostgreSQL alike: Django's own
+# bound is the column's, 2^63-1 on SQLite and 2^31-1 (an integer) on PostgreSQL, so the same
+# admin form saved on one database would be refused on the other.
+MOST_INTEGER = 2**31 - 1
+# maxProcessing and maxPerKey: tasks in processing at once (as rateCount, claims per window).
+MOST_AT_ONCE = 1_000_000
+
+
 class Queue(models.Model):
     """One queue of a host and every setting the store applies to it (store.md's table)."""
 
@@ -73,19 +82,20 @@ class Queue(models.Model):
     queue_seconds = models.PositiveIntegerField(
         "queue timeout (s)",
         default=DEFAULTS.queue_seconds,
-        validators=[MinValueValidator(1)],
+        validators=[MinValueValidator(1), MaxValueValidator(MOST_INTEGER)],
         help_text="A task older than this fails with error 'timeout', waiting or running.",
     )
     lease_seconds = models.PositiveIntegerField(
         "lease (s)",
         default=DEFAULTS.lease_seconds,
-        validators=[MinValueValidator(1)],
+        validators=[MinValueValidator(1), MaxValueValidator(MOST_INTEGER)],
         help_text="How long a claim holds a task before the sweep hands it to another worker. "
         "Workers extend it by reporting progress. At most the queue timeout.",
     )
     retain_seconds = models.PositiveIntegerField(
         "retention (s)",
         default=DEFAULTS.retain_seconds,
+        validators=[MaxValueValidator(MOST_INTEGER)],
         help_text="How long a finished, failed or cancelled task stays readable.",
     )
     retain_from = models.CharField(
@@ -97,7 +107,7 @@ class Queue(models.Model):
     max_retain_seconds = models.PositiveIntegerField(
         "longest retention (s)",
         default=DEFAULTS.max_retain_seconds,
-        validators=[MinValueValidator(1)],
+        validators=[MinValueValidator(1), MaxValueValidator(MOST_INTEGER)],
         help_text="Under 'fetched', a result nobody reads is still deleted after this long.",
     )
     archive_payloads = models.BooleanField(
@@ -117,6 +127,7 @@ class Queue(models.Model):
     backoff_seconds = models.PositiveIntegerField(
         "first retry delay (s)",
         default=DEFAULTS.backoff_seconds,
+        validators=[MaxValueValidator(MOST_INTEGER)],
         help_text="Delay before a retried attempt; multiplied by the factor on each attempt.",
     )
     backoff_factor = models.PositiveSmallIntegerField(
@@ -124,7 +135,9 @@ class Queue(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(100)],
     )
     backoff_cap_seconds = models.PositiveIntegerField(
-        "longest retry delay (s)", default=DEFAULTS.backoff_cap_seconds
+        "longest retry delay (s)",
+        default=DEFAULTS.backoff_cap_seconds,
+        validators=[MaxValueValidator(MOST_INTEGER)],
     )
     max_item_bytes = models.PositiveIntegerField(
         "largest payload (bytes)",
@@ -135,12 +148,13 @@ class Queue(models.Model):
     max_pending = models.PositiveIntegerField(
         "most pending tasks",
         default=DEFAULTS.max_pending,
+        validators=[MaxValueValidator(MOST_INTEGER)],
         help_text="0: unbounded. Posting beyond it answers 429 queue_full.",
     )
     rate_count = models.PositiveIntegerField(
         "rate limit: claims",
         default=DEFAULTS.rate_count,
-        validators=[MaxValueValidator(1_000_000)],
+        validators=[MaxValueValidator(MOST_AT_ONCE)],
         help_text="At most this many claims per the seconds below, across every worker and "
         "server process (0: no rate limit). A claim over it waits for a token within its wait, "
         "or answers 204 with Retry-After and Queue-Limited: rate.",
@@ -153,11 +167,13 @@ class Queue(models.Model):
     max_processing = models.PositiveIntegerField(
         "most tasks processing",
         default=DEFAULTS.max_processing,
+        validators=[MaxValueValidator(MOST_AT_ONCE)],
         help_text="0: unbounded. Tasks in processing at once, across every worker.",
     )
     max_per_key = models.PositiveIntegerField(
         "most processing per key",
         default=DEFAULTS.max_per_key,
+        validators=[MaxValueValidator(MOST_AT_ONCE)],
         help_text="0: unbounded. Tasks posted with one concurrencyKey in processing at once; "
         "claims take the queue's other tasks past the held ones.",
     )
@@ -305,7 +321,11 @@ class ApiToken(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
-    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'box-1'.")
+    name = models.CharField(
+        max_length=100,
+        validators=[validate_name],
+        help_text="What the token is for, e.g. 'box-1'.",
+    )
     prefix = models.CharField(max_length=12, unique=True, editable=False)
     token_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

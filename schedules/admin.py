@@ -9,6 +9,8 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils import timezone
 
+from queues.validators import INTEGERS_IN_DIGITS
+
 from . import cron
 from .models import CATCH_UP_HELP, Schedule
 from .services import restart_count_if_retimed
@@ -16,6 +18,7 @@ from .services import restart_count_if_retimed
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
+    formfield_overrides = INTEGERS_IN_DIGITS
     list_display = ("name", "queue", "cron", "timezone", "enabled", "next_run", "last_run_at")
     list_filter = ("enabled", "queue__host", "queue")
     search_fields = ("name", "queue__name", "queue__host__name")

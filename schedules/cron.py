@@ -41,8 +41,19 @@ def zone(name: str) -> ZoneInfo:
         ) from None
 
 
+def _cron_char(char: str) -> bool:
+    """ASCII that shows, or a tab between fields."""
+    return char == "\t" or (char.isascii() and char.isprintable())
+
+
 def check(expression: str, tz_name: str) -> None:
     """Raise InvalidSchedule, with croniter's own message, unless the schedule can run."""
+    odd = next((n for n, char in enumerate(expression) if not _cron_char(char)), None)
+    if odd is not None:  # "٣ * * * *" would be refused by croniter in words that hide why
+        raise InvalidSchedule(
+            f"A cron expression is written in ASCII: digits 0-9, names such as MON, and "
+            f"* / , - (got U+{ord(expression[odd]):04X} at position {odd})."
+        )
     fields = expression.split()
     if len(fields) != len(FIELDS):
         raise InvalidSchedule(

@@ -11,6 +11,7 @@ from django.db import models
 from queues.models import Queue
 from queues.store import StoreError
 from queues.store.posting import check_item
+from queues.validators import validate_name
 
 from . import cron
 
@@ -41,7 +42,11 @@ def _is_zone(value: str) -> bool:
 
 class Schedule(models.Model):
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="schedules")
-    name = models.CharField(max_length=100, help_text="Unique within the queue, e.g. 'nightly'.")
+    name = models.CharField(
+        max_length=100,
+        validators=[validate_name],
+        help_text="Unique within the queue, e.g. 'nightly'.",
+    )
     cron = models.CharField(
         "cron expression",
         max_length=200,

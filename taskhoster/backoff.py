@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from .errors import ApiError
+from .numerals import retry_after_seconds
 
 FIRST_PAUSE_SECONDS = 0.5
 FACTOR = 2.0
@@ -58,12 +59,10 @@ def retryable(exc: BaseException, *, repeatable: bool) -> bool:
 def pause_for(exc: BaseException, planned: float) -> float:
     """The pause before the next try: the server's Retry-After when it gave one, else the
     planned pause, jittered."""
-    after = exc.headers.get("retry-after") if isinstance(exc, ApiError) else None
+    header = exc.headers.get("retry-after") if isinstance(exc, ApiError) else None
+    after = retry_after_seconds(header)  # None for an HTTP date: the schedule's pause instead
     if after is not None:
-        try:
-            return min(max(float(after), 0.0), MOST_PAUSE_SECONDS)
-        except ValueError:
-            pass  # an HTTP date: rare from taskhoster, so the schedule's pause instead
+        return float(min(after, MOST_PAUSE_SECONDS))
     return planned * random.uniform(1 - JITTER, 1)  # noqa: S311 (spacing, not secrecy)
 
 

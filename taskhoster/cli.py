@@ -27,6 +27,7 @@ from typing import Any, NoReturn, TypeVar
 from . import backoff
 from .client import ApiError, Client
 from .log_format import handler_for, level_for
+from .numerals import integer_option, number_option
 from .task_table import table
 from .worker import Cancelled, Fail, Job, Retry, failure_summary, run_worker
 
@@ -86,8 +87,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="post one task per line of this JSON-lines file ('-': stdin)",
     )
-    post.add_argument("--delay", type=int, help="seconds before it may be claimed")
-    post.add_argument("--priority", type=int, help="-100 to 100, higher claimed first")
+    post.add_argument("--delay", type=integer_option, help="seconds before it may be claimed")
+    post.add_argument("--priority", type=integer_option, help="-100 to 100, higher claimed first")
     post.add_argument(
         "--after",
         action="append",
@@ -145,26 +146,32 @@ def parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--json", action="store_true", help=json_help)
     listing.add_argument("--status", choices=("pending", "processing", *TERMINAL))
-    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    listing.add_argument(
+        "--limit", type=integer_option, default=50, help="at most this many (default 50)"
+    )
     work = command(
         "work",
         "Run COMMAND once per task: the item on its standard input, its "
         "standard output the result.",
     )
-    work.add_argument("--concurrency", type=int, default=1, help="commands at once (default 1)")
+    work.add_argument(
+        "--concurrency", type=integer_option, default=1, help="commands at once (default 1)"
+    )
     work.add_argument(
         "--worker",
         default=f"{socket.gethostname()}-{os.getpid()}",
         help="this worker's name (default HOSTNAME-PID)",
     )
-    work.add_argument("--lease", type=int, default=60, help="seconds a claim holds a task")
+    work.add_argument(
+        "--lease", type=integer_option, default=60, help="seconds a claim holds a task"
+    )
     work.add_argument(
         "--grace",
-        type=float,
+        type=number_option,
         default=10,
         help="seconds between SIGTERM and SIGKILL for a cancelled command",
     )
-    work.add_argument("--claim-wait", type=int, default=5, help=argparse.SUPPRESS)
+    work.add_argument("--claim-wait", type=integer_option, default=5, help=argparse.SUPPRESS)
     loudness = work.add_mutually_exclusive_group()
     loudness.add_argument(
         "--quiet", action="store_true", help="log only warnings: no banner, no line per task"

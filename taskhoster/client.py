@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from . import tracing
 from .backoff import with_backoff
 from .errors import ApiError
+from .numerals import retry_after_seconds
 
 __all__ = ["ApiError", "ClaimAnswer", "Client"]
 
@@ -198,8 +199,10 @@ class Client:
         )
         if status == 204 and wait and "retry-after" in headers:
             # The server had too many claims waiting to let this one wait: come back later
-            # rather than asking again at once.
-            time.sleep(min(float(headers["retry-after"]), wait))
+            # rather than asking again at once (after the claim's own wait, should the header
+            # say no number of seconds).
+            after = retry_after_seconds(headers["retry-after"])
+            time.sleep(min(wait if after is None else after, wait))
         paused = headers.get("queue-paused") == "true"
         if not answer:
             return ClaimAnswer([], paused)

@@ -13,11 +13,36 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from queues.store import numerals
 from queues.store.settings import DEFAULT_FLUSH, DEFAULT_UMASK, FLUSH_MODES, parse_umask
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
+
+
+def _env_integer(name: str, *, default: int) -> int:
+    """An integer setting from the environment, in the digits 0-9: env.int()'s int() would also
+    take "٣" or "1_000" (queues.store.numerals). Refused at start, naming the variable."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return numerals.parse_integer(raw, name)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+def _env_number(name: str, *, default: float) -> float:
+    """A number setting from the environment (digits, a decimal part): env.float()'s float()
+    would also take "٣", "nan" and "inf"."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return numerals.parse_number(raw, name)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 def _project_path(value: str) -> Path:
@@ -72,7 +97,7 @@ TASKHOSTER_METRICS_TOKEN = env.str("TASKHOSTER_METRICS_TOKEN", default="")
 TASKHOSTER_SERVER_METRICS = env.bool("TASKHOSTER_SERVER_METRICS", default=True)
 # Each process counts them in its memory and writes them for /metrics this often (and as it
 # exits): the most another process's figures lag in a scrape, and what a SIGKILL takes.
-TASKHOSTER_METRICS_WRITE_SECONDS = env.float("TASKHOSTER_METRICS_WRITE_SECONDS", default=1.0)
+TASKHOSTER_METRICS_WRITE_SECONDS = _env_number("TASKHOSTER_METRICS_WRITE_SECONDS", default=1.0)
 if not 0 < TASKHOSTER_METRICS_WRITE_SECONDS <= 3600:
     raise ImproperlyConfigured("TASKHOSTER_METRICS_WRITE_SECONDS: a number of seconds, 0 to 3600")
 TASKHOSTER_FSYNC = env.bool("TASKHOSTER_FSYNC", default=True)
@@ -83,30 +108,32 @@ if TASKHOSTER_FLUSH not in FLUSH_MODES:
     raise ImproperlyConfigured(
         f"TASKHOSTER_FLUSH: {TASKHOSTER_FLUSH!r} is not one of {', '.join(FLUSH_MODES)}"
     )
-TASKHOSTER_LOG_RETAIN_DAYS = env.int("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
+TASKHOSTER_LOG_RETAIN_DAYS = _env_integer("TASKHOSTER_LOG_RETAIN_DAYS", default=21)
 # Queues whose directories each process keeps open when idle (six descriptors each).
-TASKHOSTER_OPEN_QUEUES = env.int("TASKHOSTER_OPEN_QUEUES", default=128)
+TASKHOSTER_OPEN_QUEUES = _env_integer("TASKHOSTER_OPEN_QUEUES", default=128)
 
 # --- the API ------------------------------------------------------------------------------
 # A request body larger than this answers 413 before it is parsed: the largest maxItemBytes a
 # queue may have (16 MiB) plus room for the worker's envelope around a result.
-TASKHOSTER_MAX_BODY_BYTES = env.int("TASKHOSTER_MAX_BODY_BYTES", default=16 * 1024 * 1024 + 65536)
+TASKHOSTER_MAX_BODY_BYTES = _env_integer(
+    "TASKHOSTER_MAX_BODY_BYTES", default=16 * 1024 * 1024 + 65536
+)
 # Each server process remembers a token, a queue's settings and a caller's roles this long
 # (queues/api/memo.py): the bound within which a revocation reaches every process. 0: off.
-TASKHOSTER_API_MEMO_SECONDS = env.float("TASKHOSTER_API_MEMO_SECONDS", default=2.0)
+TASKHOSTER_API_MEMO_SECONDS = _env_number("TASKHOSTER_API_MEMO_SECONDS", default=2.0)
 # How many waiting claims and waiting reads one server process holds at once; past that they
 # answer at once, so threads stay free for other requests (queues/api/held_threads.py). The default
 # leaves 8 of gunicorn's threads per process (TASKHOSTER_WEB_THREADS, gunicorn.conf.py).
-TASKHOSTER_MAX_WAITING = env.int(
-    "TASKHOSTER_MAX_WAITING", default=max(env.int("TASKHOSTER_WEB_THREADS", default=64) - 8, 1)
+TASKHOSTER_MAX_WAITING = _env_integer(
+    "TASKHOSTER_MAX_WAITING", default=max(_env_integer("TASKHOSTER_WEB_THREADS", default=64) - 8, 1)
 )
 # How many of those an event stream may hold (queues/api/held_threads.py): half, by default, so
 # waiting claims keep the other half however many monitors connect.
-TASKHOSTER_MAX_STREAMS = env.int(
+TASKHOSTER_MAX_STREAMS = _env_integer(
     "TASKHOSTER_MAX_STREAMS", default=max(TASKHOSTER_MAX_WAITING // 2, 1)
 )
 # An idle event stream gets a comment line this often, so proxies do not close it.
-TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
+TASKHOSTER_SSE_KEEPALIVE_SECONDS = _env_number("TASKHOSTER_SSE_KEEPALIVE_SECONDS", default=15.0)
 
 # --- failure notifications -----------------------------------------------------------------
 # Webhooks may call loopback and private addresses only when this is set (a receiver on the
@@ -114,8 +141,10 @@ TASKHOSTER_SSE_KEEPALIVE_SECONDS = env.float("TASKHOSTER_SSE_KEEPALIVE_SECONDS",
 TASKHOSTER_WEBHOOK_ALLOW_PRIVATE = env.bool("TASKHOSTER_WEBHOOK_ALLOW_PRIVATE", default=False)
 # One call ends by its deadline, connect to last byte, and a pass's calls end within the pass's
 # seconds, so slow receivers cannot hold up the sweep loop's timeouts and leases for longer.
-TASKHOSTER_WEBHOOK_DEADLINE_SECONDS = env.float("TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", default=10.0)
-TASKHOSTER_WEBHOOK_PASS_SECONDS = env.float("TASKHOSTER_WEBHOOK_PASS_SECONDS", default=20.0)
+TASKHOSTER_WEBHOOK_DEADLINE_SECONDS = _env_number(
+    "TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", default=10.0
+)
+TASKHOSTER_WEBHOOK_PASS_SECONDS = _env_number("TASKHOSTER_WEBHOOK_PASS_SECONDS", default=20.0)
 
 # --- applications -------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -224,8 +253,10 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env.int("TASKHOSTER_LOGIN_FAILURE_LIMIT", default=10)
-AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("TASKHOSTER_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_FAILURE_LIMIT = _env_integer("TASKHOSTER_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = dt.timedelta(
+    minutes=_env_number("TASKHOSTER_LOGIN_LOCKOUT_MINUTES", default=15)
+)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "queues.web.login_throttle.locked_out"
@@ -242,7 +273,7 @@ HTTPS = env.bool("TASKHOSTER_HTTPS", default=not DEBUG)
 SECURE_SSL_REDIRECT = HTTPS
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if HTTPS else 0)
+SECURE_HSTS_SECONDS = _env_integer("SECURE_HSTS_SECONDS", default=31_536_000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 if env.bool("TASKHOSTER_BEHIND_PROXY", default=False):

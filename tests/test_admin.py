@@ -79,6 +79,16 @@ def test_a_token_added_in_the_admin_is_shown_once_and_works(admin_client):
     )
 
 
+def test_a_token_name_holding_a_bidi_override_is_refused_in_the_admin(admin_client):
+    box = User.objects.create_user("box-1")
+    response = admin_client.post(
+        "/admin/queues/apitoken/add/", {"user": box.pk, "name": "box\u202e1"}
+    )
+    assert response.status_code == 200
+    assert "U+202E at position 3" in response.content.decode()
+    assert not ApiToken.objects.exists()
+
+
 def test_a_new_token_never_travels_in_a_cookie(admin_client):
     box = User.objects.create_user("box-1")
     answers = [admin_client.post("/admin/queues/apitoken/add/", {"user": box.pk, "name": "w"})]

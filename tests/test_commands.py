@@ -5,7 +5,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from queues.auth.tokens import find_token
-from queues.models import Host, Queue, QueueAccess
+from queues.models import ApiToken, Host, Queue, QueueAccess
 
 pytestmark = pytest.mark.django_db
 
@@ -54,6 +54,13 @@ def test_createqueue_sets_the_flow_limits():
     assert settings.limited
 
 
+def test_createqueue_takes_the_bounds_themselves():
+    run("createqueue", "task.example.com", "resize", "--max-processing", "1000000",
+        "--max-per-key", "1000000", "--max-pending", str(2**31 - 1))  # fmt: skip
+    queue = Queue.objects.get()
+    assert (queue.max_processing, queue.max_per_key, queue.max_pending) == (10**6, 10**6, 2**31 - 1)
+
+
 def test_createqueue_updates_only_the_given_settings():
     run("createqueue", "task.example.com", "resize", "--lease-seconds", "30", "--public-post")
     out = run(
@@ -74,6 +81,20 @@ def test_createqueue_updates_only_the_given_settings():
         (["h.example", "q", "--max-attempts", "9"], "max_attempts"),
         (["h.example", "q", "--rate-limit", "50"], "COUNT/SECONDS"),
         (["h.example", "q", "--rate-limit", "50/0"], "rate_seconds"),
+        # ASCII digits only (int() takes "٣" and "1_000", isdigit() "²")
+        (["h.example", "q", "--rate-limit", "٣/1"], "COUNT/SECONDS in the digits 0-9"),
+        (["h.example", "q", "--rate-limit", "3/١"], "COUNT/SECONDS in the digits 0-9"),  # noqa: RUF001
+        (["h.example", "q", "--rate-limit", "²/1"], "COUNT/SECONDS in the digits 0-9"),
+        (
+            ["h.example", "q", "--lease-seconds", "٣٠"],
+            "lease-seconds: the value must be an integer",
+        ),
+        (["h.example", "q", "--max-pending", "1_000"], "max-pending: the value must be an integer"),
+        # one bound on every database (Django's own is the column's, 2^63-1 on SQLite)
+        (["h.example", "q", "--max-processing", "1000001"], "max_processing"),
+        (["h.example", "q", "--max-per-key", "1000001"], "max_per_key"),
+        (["h.example", "q", "--max-pending", str(2**31)], "max_pending"),
+        (["h.example", "q", "--retain-seconds", str(2**31)], "retain_seconds"),
     ],
 )
 def test_createqueue_refuses_bad_input_and_writes_nothing(args, message):
@@ -118,6 +139,24 @@ def test_createtoken_prints_a_working_token_once():
     assert found.expires_at is None
     second = run("createtoken", "alice").strip()
     assert second != token
+
+
+@pytest.mark.parametrize("bad", ["\u202e", "\ufeff", "\n"])
+def test_createtoken_refuses_a_name_the_rule_for_names_refuses(bad):
+    User.objects.create(username="alice")
+    with pytest.raises(
+        CommandError, match=f"--name: The name must not hold control.*U\\+{ord(bad):04X}"
+    ):
+        run("createtoken", "alice", "--name", f"box{bad}1")
+    assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize("days", ["٣", "1_0", "0"])
+def test_createtoken_refuses_expiry_days_not_in_ascii_digits_or_under_one(days):
+    User.objects.create(username="alice")
+    with pytest.raises(CommandError, match="expires-days"):
+        run("createtoken", "alice", "--expires-days", days)
+    assert not ApiToken.objects.exists()
 
 
 def test_createtoken_with_expiry():

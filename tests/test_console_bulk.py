@@ -106,3 +106,28 @@ def test_ticked_running_tasks_cancelled_are_reported_as_requested(resize):
     assert "cancel: 0 done, 2 cancel requested (still running), 0 refused, of 2 counted." in (
         answer.content.decode()
     )
+
+
+@each_store
+def test_a_ticked_chain_is_retried_from_its_first_task_whatever_the_order(resize):
+    store, settings = stores.of(HOST, NAME), resize.to_settings()
+    a = store.post(HOST, NAME, {"n": 0}, settings=settings, posted_by="alice", now=T0).task
+    b = store.post(HOST, NAME, {"n": 1}, settings=settings, posted_by="alice", now=T0 + 1,
+                   after=[a.id]).task  # fmt: skip
+    c = store.post(HOST, NAME, {"n": 2}, settings=settings, posted_by="alice", now=T0 + 2,
+                   after=[b.id]).task  # fmt: skip
+    lone = store.post(HOST, NAME, {"n": 3}, settings=settings, posted_by="alice", now=T0 + 3,
+                      after=[a.id]).task  # fmt: skip
+    store.claim(HOST, NAME, settings=settings, worker="w", now=T0 + 50)
+    fail(resize, a, now=T0 + 100)  # b, c and lone fail for it
+    client = client_for("olga", role="operator", queue=resize)
+    ids = [c.id, lone.id, b.id, a.id]  # newest first, as the page shows them; a left out below
+    page = client.post(BULK, {"do": "retry:selected", "ids": ids[:3]}).content.decode()
+    answer = client.post(BULK, dict_of(hidden_fields(page)), follow=True)
+    assert "retry: 0 done, 3 refused (3 dependency_failed)" in answer.content.decode()
+    page = client.post(BULK, {"do": "retry:selected", "ids": ids}).content.decode()
+    answer = client.post(BULK, dict_of(hidden_fields(page)), follow=True)
+    assert "retry: 4 done, 0 refused" in answer.content.decode()
+    waiting = {t.id: store.read(HOST, NAME, t.id).waiting_for for t in (a, b, c, lone)}
+    assert waiting == {a.id: None, b.id: [f"{NAME}/{a.id}"], c.id: [f"{NAME}/{b.id}"],
+                       lone.id: [f"{NAME}/{a.id}"]}  # fmt: skip

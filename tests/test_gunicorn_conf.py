@@ -30,6 +30,18 @@ def test_the_control_socket_is_this_installations_own_under_var(tmp_path):
     assert config(TASKHOSTER_VAR_DIR="var")["control_socket"] == str(ROOT / "var" / "gunicorn.ctl")
 
 
+def test_a_count_not_in_ascii_digits_stops_gunicorn_naming_it():
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    for variable, value in (("TASKHOSTER_WEB_THREADS", "٦٤"), ("TASKHOSTER_WEB_WORKERS", "1_0")):
+        done = subprocess.run(
+            [str(gunicorn), "-c", "gunicorn.conf.py", "--print-config", "taskhoster_site.wsgi"],
+            cwd=ROOT, env={**os.environ, variable: value}, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode != 0
+        assert f"{variable} must be an integer in the digits 0-9" in done.stdout + done.stderr
+
+
 def served(tmp_path: Path, *options: str) -> list[str]:
     """The access log's request lines of a real gunicorn run with gunicorn.conf.py, after one
     request of each kind."""

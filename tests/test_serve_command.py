@@ -282,3 +282,12 @@ def test_a_negative_start_window_is_refused():
 
     with pytest.raises(CommandError, match="--start-seconds must be a number of seconds"):
         call_command("serve", "--start-seconds", "-1")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("option", ["--start-seconds", "--sweep-interval"])
+def test_a_number_option_not_in_ascii_digits_is_refused(option):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=f"{option}: the value must be a number in the digits"):
+        call_command("serve", option, "nan")

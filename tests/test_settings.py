@@ -60,6 +60,24 @@ def test_defaults_are_the_embedded_ones(tmp_path):
     assert found["allowed_hosts"] == ["127.0.0.1", "localhost"]
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("TASKHOSTER_OPEN_QUEUES", "٣", "must be an integer in the digits 0-9"),
+        ("TASKHOSTER_MAX_BODY_BYTES", "1_000", "must be an integer in the digits 0-9"),
+        ("TASKHOSTER_SSE_KEEPALIVE_SECONDS", "nan", "must be a number in the digits 0-9"),
+        ("TASKHOSTER_WEBHOOK_DEADLINE_SECONDS", "٣", "must be a number in the digits 0-9"),
+    ],
+)
+def test_a_number_setting_not_in_ascii_digits_stops_the_start_naming_it(
+    tmp_path, variable, value, said
+):
+    """env.int() and env.float() read these with int() and float(), which take them."""
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        load_settings(tmp_path, **{variable: value})
+    assert f"ImproperlyConfigured: {variable} {said}" in failed.value.stderr
+
+
 def test_without_secret_key_a_random_one_is_kept_in_var(tmp_path):
     first = load_settings(tmp_path)["secret_key"]
     second = load_settings(tmp_path)["secret_key"]

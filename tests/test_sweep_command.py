@@ -49,9 +49,16 @@ def test_a_queue_the_console_does_not_know_is_left_alone(make_queue, store_dirs)
     assert "queues=1" in sweep()  # only the configured queue was swept
 
 
-@pytest.mark.parametrize("interval", ["0", "-1", "nan"])
+@pytest.mark.parametrize("interval", ["0", "-1"])
 def test_a_bad_interval_is_refused(interval):
     with pytest.raises(CommandError, match="above 0"):
+        sweep("--loop", "--interval", interval)
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf", "٣", "1_0"])
+def test_an_interval_not_in_ascii_digits_is_refused(interval):
+    """float() reads each of these: "inf" made the loop's sleep raise, "٣" was 3 seconds."""
+    with pytest.raises(CommandError, match="--interval: the value must be a number in the digits"):
         sweep("--loop", "--interval", interval)
 
 

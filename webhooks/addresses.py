@@ -50,11 +50,55 @@ def split_url(url: str) -> Target:
     return Target(parts.scheme, parts.hostname, parts.port or SCHEMES[parts.scheme], path)
 
 
+# IPv6 forms that carry an IPv4 address, and reach it: the translators and tunnels of the
+# network, or the host's own stack, deliver them to the IPv4 address inside. The ipaddress
+# module counts most of them global (3.11), so 64:ff9b::7f00:1 would pass for a public address
+# while a NAT64 gateway hands it to 127.0.0.1.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: a network's own translator
+_SIXTOFOUR = ipaddress.ip_network("2002::/16")  # RFC 3056
+_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291's deprecated IPv4-compatible form
+_MAPPED = ipaddress.ip_network("::ffff:0:0/96")  # RFC 4291
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 (SIIT)
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, str] | None:
+    """The IPv4 address an IPv6 address stands for, and the form's name; None for none.
+
+    A local-use NAT64 address (64:ff9b:1::/48) is read in the /96 form its translators use
+    most (the IPv4 address in the last 32 bits, the 48 bits before it zero); in another form
+    of that prefix the address inside is not known (None: refused_reason refuses the prefix
+    as a private network's)."""
+    low = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+    if ip in _MAPPED:
+        return low, "IPv4-mapped"
+    if ip in _TRANSLATED:
+        return low, "IPv4-translated"
+    if ip in _NAT64:
+        return low, "NAT64"
+    if ip in _LOCAL_NAT64:
+        middle = (int(ip) >> 32) & 0xFFFF_FFFF_FFFF
+        return (low, "local-use NAT64") if middle == 0 else None
+    if ip in _SIXTOFOUR and ip.sixtofour is not None:
+        return ip.sixtofour, "6to4"
+    if ip in _COMPATIBLE and int(ip) > 1:  # :: and ::1 are IPv6's own
+        return low, "IPv4-compatible"
+    return None
+
+
 def refused_reason(address: str, *, allow_private: bool) -> str | None:
-    """Why an IP address may not be called, or None when it may."""
-    ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:10.0.0.1 is 10.0.0.1
+    """Why an IP address may not be called, or None when it may. An IPv6 address that carries
+    an IPv4 address (NAT64, 6to4, IPv4-compatible, -mapped or -translated) is refused when the
+    IPv4 address inside would be, naming both."""
+    written = address.split("%", 1)[0]  # drop an IPv6 zone
+    ip: IPAddress = ipaddress.ip_address(written)
+    if isinstance(ip, ipaddress.IPv6Address):
+        inside = embedded_ipv4(ip)
+        if inside is not None:
+            reason = refused_reason(str(inside[0]), allow_private=allow_private)
+            return f"{reason} ({written} is its {inside[1]} form)" if reason else None
+        if ip in _LOCAL_NAT64 and not allow_private:
+            return f"{ip} is a local-use NAT64 address (64:ff9b:1::/48) of this network"
     if ip.is_multicast or ip.is_unspecified:
         return f"{ip} is not a host's address"
     if ip.is_global or allow_private:

@@ -6,6 +6,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from queues.validators import INTEGERS_IN_DIGITS
+
 from .models import Delivery, Notification, Webhook
 from .signing import new_secret
 
@@ -18,6 +20,7 @@ VERIFY_HELP = (
 
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
+    formfield_overrides = INTEGERS_IN_DIGITS
     list_display = ("queue", "url", "notify_failed", "pending_threshold", "pending_alerted")
     list_select_related = ("queue__host",)
     search_fields = ("queue__name", "queue__host__name", "url")

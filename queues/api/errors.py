@@ -34,6 +34,7 @@ STORE_STATUS = {
     "lease_lost": status.HTTP_409_CONFLICT,
     "not_cancellable": status.HTTP_409_CONFLICT,
     "not_retryable": status.HTTP_409_CONFLICT,
+    "dependency_failed": status.HTTP_409_CONFLICT,
     "not_waiting": status.HTTP_409_CONFLICT,
     "group_closed": status.HTTP_409_CONFLICT,
     "payload_too_large": status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,

@@ -6,7 +6,6 @@ applies, is refused in one wording (queues.store.errors.out_of_range), the store
 """
 
 import math
-import re
 from typing import Any
 
 import orjson
@@ -14,10 +13,18 @@ from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 
 from queues.api.parsers import NO_BODY, body_cap, body_too_large, chunked_body, is_chunked
-from queues.store import MAX_BATCH, STATUSES, InvalidRequest, PostEntry, Report, StoreError
+from queues.store import (
+    MAX_BATCH,
+    STATUSES,
+    InvalidRequest,
+    PostEntry,
+    Report,
+    StoreError,
+    names,
+    numerals,
+)
 from queues.store.errors import out_of_range, shown
 from queues.store.settings import QueueSettings
-from queues.text.control_characters import described, first_control
 
 MISSING: Any = object()
 
@@ -68,14 +75,12 @@ def string(body: dict[str, Any], name: str) -> str:
 
 
 def _without_controls(name: str, value: str) -> str:
-    """A name-like string as sent, or the refusal naming the field: a NUL in a worker name
-    would break PostgreSQL's text columns and a newline would forge lines wherever it is shown
-    (queues.text.control_characters)."""
-    position = first_control(value)
+    """A name-like string as sent, or the refusal naming the field, by the one rule for names
+    (queues.store.names): a NUL in a worker name would break PostgreSQL's text columns, a
+    newline would forge lines wherever it is shown, a bidi override would reorder them."""
+    position = names.first_unprintable(value)
     if position is not None:
-        raise InvalidRequest(
-            f"{name} must not hold control characters (got {described(value, position)})."
-        )
+        raise InvalidRequest(names.refusal(name, value, position))
     return value
 
 
@@ -151,24 +156,14 @@ def query(
     return value
 
 
-# How a query number may be written: int() and float() also read "٣", "1_000" and " 7 ",
-# which no client means; a Python-only spelling must not decide what an offset or a wait is.
-_SPELLING = {
-    int: re.compile(r"[+-]?[0-9]+"),
-    float: re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"),
-}
 # The largest offset PostgreSQL's OFFSET takes (bigint); past it the query fails, not the list.
 MAX_OFFSET = 2**63 - 1
 
 
 def _number(raw: str, kind: type) -> Any:
-    """`raw` as `kind`, or None when it is not one."""
-    if not _SPELLING[kind].fullmatch(raw):
-        return None
-    try:
-        return kind(raw)
-    except ValueError:  # a float's bad spelling, or an integer over Python's digit limit
-        return None
+    """`raw` as `kind` written in ASCII digits (queues.store.numerals: int() and float() also
+    read "٣", "1_000" and " 7 ", which no client means), or None when it is not one."""
+    return numerals.integer(raw) if kind is int else numerals.number(raw)
 
 
 def status_filter(request: Request) -> str | None:

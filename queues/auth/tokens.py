@@ -15,6 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from queues.models import ApiToken
+from queues.validators import validate_name
 
 TOKEN_PATTERN = re.compile(r"th_([0-9a-f]{8})_[A-Za-z0-9_-]{43}")
 # Writing last_used_at on every request would turn each API read into a database write.
@@ -28,7 +29,9 @@ def hash_token(token: str) -> str:
 def issue_token(
     user: AbstractBaseUser, name: str, *, expires_at: datetime | None = None
 ) -> tuple[ApiToken, str]:
-    """Create a token for `user`; the clear token is returned here and never again."""
+    """Create a token for `user`; the clear token is returned here and never again.
+    ValidationError for a name the one rule for names refuses (validators.validate_name)."""
+    validate_name(name)
     while True:
         prefix = secrets.token_hex(4)
         if not ApiToken.objects.filter(prefix=prefix).exists():

@@ -14,14 +14,14 @@ count.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from queues import stores
 from queues.console import operations
 from queues.console.queue_page import Filter
 from queues.models import Queue
-from queues.store import NotFound, OrderKey, State, StoreError
+from queues.store import DependencyFailed, NotFound, OrderKey, State, StoreError
 from queues.store.clock import now_ms
 from queues.store.selecting import key_of
 
@@ -128,13 +128,32 @@ def apply_chunk(
 
 
 def apply_to_ids(queue: Queue, ids: list[str], action: str, *, by: str, tally: Tally) -> None:
-    for task_id in ids:
+    """Act on each task of `ids`. A retry refused because the task runs after one that failed
+    (dependency_failed) is held back when that one is among `ids` and still to come, and done
+    again right after it: a ticked chain, in whatever order it is shown, is retried from its
+    first task on, each one then waiting for the one before (store: rules.retry_waits_for)."""
+    asked = {f"{queue.name}/{task_id}" for task_id in ids}
+    held: dict[str, list[str]] = {}  # a dependency among `ids` -> the retries held for it
+    work = deque(ids)
+    while work:
+        task_id = work.popleft()
+        asked.discard(f"{queue.name}/{task_id}")
         try:
             task = operations.act_on_task(queue, task_id, action, by=by)
+        except DependencyFailed as exc:
+            if exc.dependency in asked:
+                held.setdefault(exc.dependency, []).append(task_id)
+            else:
+                tally.refused[exc.code] += 1
+            continue
         except StoreError as exc:
             tally.refused[exc.code] += 1
+            continue
+        work.extendleft(reversed(held.pop(f"{queue.name}/{task_id}", [])))
+        if action == "cancel" and task.status is not State.CANCELLED:
+            tally.requested += 1  # a running task: asked to stop, which it may not do
         else:
-            if action == "cancel" and task.status is not State.CANCELLED:
-                tally.requested += 1  # a running task: asked to stop, which it may not do
-            else:
-                tally.done += 1
+            tally.done += 1
+    left = sum(len(waiting) for waiting in held.values())  # what they ran after was refused
+    if left:
+        tally.refused[DependencyFailed.code] += left

@@ -15,6 +15,7 @@ candidates), files (every disk-changing call), paths, eventlog, archive, inotify
 from .batch import MAX_BATCH, OnComplete, PostEntry, Report
 from .errors import (
     CorruptRecord,
+    DependencyFailed,
     GroupClosed,
     IdempotencyKeyReused,
     InvalidItem,
@@ -50,6 +51,7 @@ __all__ = [
     "STATE_DIRS",
     "STATUSES",
     "CorruptRecord",
+    "DependencyFailed",
     "EventLog",
     "Found",
     "GroupClosed",

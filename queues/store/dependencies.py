@@ -69,18 +69,38 @@ def prepare(core: QueueCore, task: Task) -> Task:
         return task
     found = resolve(core, task.host, task.after)
     waiting = [ref for ref in task.after if found[ref].status is not State.FINISHED]
+    register(core, task, waiting)
+    return dataclasses.replace(task, waiting_for=waiting or None)
+
+
+def register(core: QueueCore, task: Task, waiting: list[str]) -> None:
+    """Name `task` as a waiter in the dependents file of each task of `waiting`."""
     waiter = f"{task.queue}/{task.id}"
     for ref in waiting:
         queue, task_id = rules.split_ref(ref)
         with core.queue_dirs(task.host, queue) as qd:
             files.append_line_at(qd.fd(paths.DEPENDENTS_DIR), waiters_file(task_id),
                                  waiter.encode(), fsync=core.fsync)  # fmt: skip
-    return dataclasses.replace(task, waiting_for=waiting or None)
+
+
+def statuses(core: QueueCore, task: Task) -> dict[str, State | None]:
+    """The status of each task `task` was posted to run after (None: gone), for its retry:
+    rules.plan_retry decides from them what it waits for again."""
+    found: dict[str, State | None] = {}
+    for ref in task.after or ():
+        queue, task_id = rules.split_ref(ref)
+        try:
+            with core.queue_dirs(task.host, queue) as qd:
+                found[ref] = copies.winner(qd, task_id).task.status
+        except NotFound:
+            found[ref] = None
+    return found
 
 
 def settle_new(core: QueueCore, task: Task, *, now: int) -> None:
-    """After a waiting task is written: a dependency that ended since prepare() read it may
-    have read its dependents before this task was there, so the post releases it itself."""
+    """After a waiting task is written (by its post, or by its retry): a dependency that ended
+    since prepare() or statuses() read it may have read its dependents before this task was
+    there, so the post (or the retry) releases it itself."""
     for ref in task.waiting_for or ():
         queue, task_id = rules.split_ref(ref)
         ended = _ended(core, task.host, queue, task_id)

@@ -89,6 +89,22 @@ class NotRetryable(StoreError):
     code = "not_retryable"
 
 
+class DependencyFailed(StoreError):
+    """A retried task runs after a task that did not finish: retry that one first."""
+
+    code = "dependency_failed"
+
+    def __init__(self, dependency: str, status: str | None) -> None:
+        self.dependency = dependency
+        how = f"it is {status}" if status is not None else "it is gone"
+        then = (
+            "retry it first, and this task will wait for it again."
+            if status is not None
+            else "this task cannot run after it any more; post it again without it."
+        )
+        super().__init__(f"This task runs after {dependency}, which did not finish ({how}): {then}")
+
+
 class NotRequeueable(StoreError):
     """Only a task being processed (holding a lease) can be requeued."""
 

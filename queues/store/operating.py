@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import copies, paths, posting, rules
+from . import copies, dependencies, paths, posting, rules
 from .clock import now_ms
 from .core import QueueCore
 from .errors import NotDeletable
@@ -59,7 +59,10 @@ def retry(
     """failed or cancelled -> pending, with a fresh attempt budget and a fresh queue-timeout
     window (requeuedAt). With `item`, an operator's edit: the item is checked as a post's
     (the queue's schema and size cap) and replaces the task's; the line says `edited`, and the
-    new item is archived with it (the posted item.json stays)."""
+    new item is archived with it (the posted item.json stays). A task posted with `after`
+    waits again for what has not finished of it; a failed or gone one refuses the retry
+    (rules.retry_waits_for). It is registered as a waiter before its record is written, and
+    released here after, as a post is (dependencies.py)."""
     now = now_ms(now)
     if item is not None:
         posting.check_item(item, settings)
@@ -68,9 +71,11 @@ def retry(
         copies.locked(qd, paths.validate_task_id(task_id)) as found,
     ):
         change = rules.plan_retry(
-            found.task, found.directory, settings=settings, now=now, by=by, item=item
-        )
-        return core.apply(
+            found.task, found.directory, settings=settings, now=now, by=by, item=item,
+            dependencies=dependencies.statuses(core, found.task),
+        )  # fmt: skip
+        dependencies.register(core, change.new, change.new.waiting_for or [])
+        task = core.apply(
             qd,
             found.directory,
             change.old,
@@ -81,6 +86,11 @@ def retry(
             settings=settings,
             because=change.because,
         )
+    if not task.waiting:
+        return task
+    dependencies.settle_new(core, task, now=now)
+    with core.queue_dirs(host, queue) as qd:
+        return copies.winner(qd, task.id).task
 
 
 def requeue(

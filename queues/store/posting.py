@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import orjson
 
-from . import copies, files, paths
+from . import copies, files, names, paths
 from .errors import (
     IdempotencyKeyReused,
     InvalidItem,
@@ -23,7 +23,6 @@ from .errors import (
     QueueFull,
     StorageUnavailable,
     out_of_range,
-    shown,
 )
 from .paths import QueueDirs
 from .records import Task
@@ -83,18 +82,9 @@ MAX_CONCURRENCY_KEY = 200  # characters
 
 
 def check_concurrency_key(key: Any) -> None:
-    """A concurrency key is a string of 1 to MAX_CONCURRENCY_KEY printable characters."""
-    if key is None:
-        return
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= MAX_CONCURRENCY_KEY
-        or not key.isprintable()
-    ):
-        raise InvalidRequest(
-            f"concurrencyKey must be a string of 1 to {MAX_CONCURRENCY_KEY} printable "
-            f"characters (got {shown(key)})."
-        )
+    """A concurrency key is a name (names.py) of 1 to MAX_CONCURRENCY_KEY characters."""
+    if key is not None:
+        names.check_name("concurrencyKey", key, most=MAX_CONCURRENCY_KEY)
 
 
 def check_room(pending: int, settings: QueueSettings, adding: int = 1) -> None:

@@ -7,14 +7,16 @@ store only reads the record under its own lock and writes what these return.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from . import paths, posting, trace_context
+from . import names, paths, posting, trace_context
 from .batch import OnComplete, PostEntry, Report
 from .errors import (
+    DependencyFailed,
     InvalidName,
     InvalidRequest,
     LeaseLost,
@@ -152,6 +154,27 @@ def plan_release(
     return Change(source, task, new, "failed", {"error": "dependency_failed"})
 
 
+def retry_waits_for(task: Task, dependencies: Mapping[str, State | None]) -> list[str] | None:
+    """What a retried task waits for: the dependencies of its post that have not finished yet
+    (None: none, it runs as soon as it is claimed). One that failed, timed out or was cancelled
+    refuses the retry (DependencyFailed, naming it): the task is to run after it, so that one
+    is retried first, and this one then waits for it. One that is gone (cleaned, deleted)
+    refuses it too, since nothing would ever release the task.
+
+    A task that was released or claimed once saw every dependency finish, and a finished task
+    stays finished until it is gone: it waits for nothing, whatever is left of them."""
+    if task.released_at is not None or task.attempts > 0:
+        return None
+    waiting: list[str] = []
+    for ref in task.after or ():
+        status = dependencies[ref]
+        if status is None or status in (State.FAILED, State.CANCELLED):
+            raise DependencyFailed(ref, status.value if status is not None else None)
+        if status is not State.FINISHED:
+            waiting.append(ref)
+    return waiting or None
+
+
 # -- groups ---------------------------------------------------------------------------------
 
 # a member whose post registered it but never wrote it (a crash, or a refused write) counts as
@@ -274,10 +297,12 @@ def checked_lease_ms(settings: QueueSettings, lease_seconds: int | None) -> int:
     return seconds * 1000
 
 
+MAX_WORKER = 200  # characters
+
+
 def check_worker(worker: Any) -> str:
-    if not isinstance(worker, str) or not 1 <= len(worker) <= 200:
-        raise InvalidRequest("worker must be a name of 1 to 200 characters.")
-    return worker
+    """A claim's worker name, by the one rule for names (names.py)."""
+    return names.check_name("worker", worker, most=MAX_WORKER)
 
 
 def check_max_tasks(max_tasks: Any) -> None:
@@ -500,12 +525,22 @@ def plan_cancel(task: Task, source: str, *, now: int, by: str | None) -> Change 
 
 
 def plan_retry(
-    task: Task, source: str, *, settings: QueueSettings, now: int, by: str | None, item: Any
+    task: Task,
+    source: str,
+    *,
+    settings: QueueSettings,
+    now: int,
+    by: str | None,
+    item: Any,
+    dependencies: Mapping[str, State | None],
 ) -> Change:
     """failed or cancelled -> pending, with a fresh attempt budget and a fresh queue-timeout
-    window (requeuedAt); `item` (already checked as a post's) replaces the task's."""
+    window (requeuedAt); `item` (already checked as a post's) replaces the task's. A task
+    posted with `after` waits again for those of its dependencies that have not finished
+    (`dependencies`: the status of each, None for one that is gone); see retry_waits_for."""
     if task.status not in (State.FAILED, State.CANCELLED):
         raise NotRetryable()
+    waiting = retry_waits_for(task, dependencies)
     budget = settings.attempt_budget()
     new = task.replace(
         status=State.PENDING,
@@ -524,7 +559,8 @@ def plan_retry(
         last_error=task.result if task.result is not None else task.error,
         requeued_at=now,
         ended_by=None,
-        waiting_for=None,  # a retried task runs: what it waited for has ended
+        waiting_for=waiting,
+        released_at=None if waiting else task.released_at,
         failed_dependency=None,
     )
     return Change(

@@ -53,14 +53,40 @@ def prepare(conn: Conn, task: Task) -> tuple[Task, dict[str, State]]:
             raise NotFound()
         statuses[ref] = rows.task_of(found[0]).status
     waiting = [ref for ref in task.after if statuses[ref] is not State.FINISHED]
+    register(conn, task, waiting)
+    ended = {ref: statuses[ref] for ref in waiting if statuses[ref].terminal}
+    return dataclasses.replace(task, waiting_for=waiting or None), ended
+
+
+def register(conn: Conn, task: Task, waiting: list[str]) -> None:
+    """A th_dependencies row naming `task` as a waiter of each task of `waiting` (a row its
+    earlier wait left, for a retried task, stays as it is)."""
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO th_dependencies (host, queue, id, waiter_queue, waiter_id)"
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             [(task.host, *rules.split_ref(ref), task.queue, task.id) for ref in waiting],
         )
-    ended = {ref: statuses[ref] for ref in waiting if statuses[ref].terminal}
-    return dataclasses.replace(task, waiting_for=waiting or None), ended
+
+
+_READ = "SELECT record::text FROM th_tasks WHERE host = %s AND queue = %s AND id = %s"
+
+
+def retry_statuses(conn: Conn, host: str, queue: str, task_id: str) -> dict[str, State | None]:
+    """For the retry of a task: the status of each task it was posted to run after (None: gone),
+    each locked FOR SHARE until the retry commits, so none ends unseen in between. Taken
+    before the task's own row is locked, as an ending locks a dependency and then its waiters:
+    the two never wait for each other. {} for a task that is not there (the retry's lock says
+    NotFound)."""
+    found = conn.execute(_READ, (host, queue, task_id)).fetchone()
+    if found is None:
+        return {}
+    statuses: dict[str, State | None] = {}
+    for ref in rows.task_of(found[0]).after or ():
+        dep_queue, dep_id = rules.split_ref(ref)
+        row = conn.execute(_SHARE, (host, dep_queue, dep_id)).fetchone()
+        statuses[ref] = rows.task_of(row[0]).status if row is not None else None
+    return statuses
 
 
 def settle_new(conn: Conn, apply: Apply, task: Task, ended: dict[str, State], *, now: int) -> None:

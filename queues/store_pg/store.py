@@ -418,16 +418,19 @@ class PostgresStore:
         by: str | None = None,
         item: Any = None,
     ) -> Task:
+        """failed or cancelled -> pending; a task posted with `after` waits again for what has
+        not finished of it, and a failed or gone one refuses the retry (rules.plan_retry)."""
         now = now_ms(now)
         if item is not None:
             posting.check_item(item, settings)
-        return self._change_one(
-            host, queue, task_id,
-            lambda task, source: rules.plan_retry(
-                task, source, settings=settings, now=now, by=by, item=item
-            ),
-            now=now, settings=settings,
-        )  # fmt: skip
+        paths.validate_task_id(task_id)
+        with self._pool.transaction() as conn:
+            statuses = dependencies.retry_statuses(conn, host, queue, task_id)
+            task = lock(conn, host, queue, task_id)
+            change = rules.plan_retry(task, rows.DIRECTORY[task.status], settings=settings,
+                                      now=now, by=by, item=item, dependencies=statuses)  # fmt: skip
+            dependencies.register(conn, change.new, change.new.waiting_for or [])
+            return self._writer.apply(conn, [change], now=now, worker=None, settings=settings)[0]
 
     def requeue(
         self,

@@ -1,5 +1,7 @@
-"""Control characters (C0, DEL, C1) in a request's name-like fields are refused naming the field,
-before anything is written; inside free JSON (item, progress, result) they are kept as sent."""
+"""Control characters (C0, DEL, C1), and the other code points the one rule for names refuses
+(format characters such as a bidi override or U+FEFF, separators, spaces but U+0020), in a
+request's name-like fields are refused naming the field, before anything is written; inside
+free JSON (item, progress, result) they are kept as sent."""
 
 import pytest
 
@@ -11,6 +13,9 @@ TASKS = url(HOST, QUEUE)
 # and C1's NEL and CSI.
 CONTROLS = {"NUL": "\x00", "newline": "\n", "ESC": "\x1b", "DEL": "\x7f", "NEL": "\x85",
             "CSI": "\x9b"}  # fmt: skip
+# A bidi override (reorders what the console shows after it), a byte order mark and a
+# zero-width space (invisible), a no-break space (reads as a space, compares as another name).
+UNPRINTABLE = {**CONTROLS, "RLO": "\u202e", "BOM": "\ufeff", "ZWSP": "\u200b", "NBSP": "\u00a0"}
 
 
 def _worker_bodies(task_id: str, bad: str) -> list[tuple[str, dict, str]]:
@@ -38,7 +43,7 @@ def _worker_bodies(task_id: str, bad: str) -> list[tuple[str, dict, str]]:
     ]
 
 
-@pytest.mark.parametrize("bad", CONTROLS.values(), ids=CONTROLS.keys())
+@pytest.mark.parametrize("bad", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
 def test_a_control_character_in_a_worker_request_is_refused_naming_the_field(world, bad):
     task = world.post()
     world.post()  # a second pending task: a claim that slipped through would take it
@@ -47,7 +52,7 @@ def test_a_control_character_in_a_worker_request_is_refused_naming_the_field(wor
     for path, body, field in _worker_bodies(task.id, bad):
         r = world.client("bob").post(path, body, format="json")
         assert (r.status_code, r.json()["code"]) == (400, "invalid_request"), (path, r.content)
-        assert r.json()["detail"].startswith(f"{field} must not hold control characters")
+        assert r.json()["detail"].startswith(f"{field} must not hold control, format or")
         assert f"U+{ord(bad):04X}" in r.json()["detail"]
     assert world.written() == before
 
@@ -60,6 +65,22 @@ def test_a_control_character_in_a_batch_idempotency_key_is_refused_naming_the_en
                                    format="json")  # fmt: skip
     assert (r.status_code, r.json()["code"], r.json()["index"]) == (400, "invalid_request", 1)
     assert "idempotencyKey" in r.json()["detail"]
+    assert world.written() == before
+
+
+@pytest.mark.parametrize("bad", ["\u202e", "\ufeff"], ids=["RLO", "BOM"])
+def test_a_concurrency_key_is_refused_as_a_worker_name_is(world, bad):
+    before = world.written()
+    posted = world.client("alice").post(f"{TASKS}?concurrencyKey=key{bad}1", {"n": 1},
+                                        format="json")  # fmt: skip
+    claimed = world.client("bob").post(url(HOST, QUEUE, "claim"), {"worker": f"box{bad}1"},
+                                       format="json")  # fmt: skip
+    for r, field in ((posted, "concurrencyKey"), (claimed, "worker")):
+        assert (r.status_code, r.json()["code"]) == (400, "invalid_request")
+        assert r.json()["detail"] == (
+            f"{field} must not hold control, format or separator characters, or spaces other "
+            f"than U+0020 (got U+{ord(bad):04X} at position 3)."
+        )
     assert world.written() == before
 
 

@@ -88,3 +88,23 @@ def test_a_batch_entry_waits_and_a_bad_one_is_refused_by_its_index(world):
         r = alice.post(BATCH, {"tasks": [{"item": {"n": 0}}, entry]}, format="json")
         assert (r.status_code, r.json()["code"], r.json().get("index")) == (status, code, 1)
     assert world.store.list_tasks(HOST, QUEUE).count == 3
+
+
+def test_a_retry_waits_again_and_is_refused_while_what_it_runs_after_failed(world):
+    alice, worker = world.client("alice"), world.client("bob")
+    a = alice.post(TASKS, {"n": "a"}, format="json").json()
+    b = alice.post(f"{TASKS}?after={a['id']}", {"n": "b"}, format="json").json()
+    assert world.claim().id == a["id"]
+    failed = worker.post(f"{TASKS}/{a['id']}/fail", {"worker": "box-1", "attempt": 1},
+                         format="json")  # fmt: skip
+    assert failed.status_code == 200, failed.json()
+    assert alice.get(f"{TASKS}/{b['id']}").json()["error"] == "dependency_failed"
+    refused = alice.post(f"{TASKS}/{b['id']}/retry")
+    assert (refused.status_code, refused.json()["code"]) == (409, "dependency_failed")
+    assert f"{QUEUE}/{a['id']}" in refused.json()["detail"]
+    assert alice.get(f"{TASKS}/{b['id']}").json()["status"] == "failed"
+    assert alice.post(f"{TASKS}/{a['id']}/retry").status_code == 200
+    retried = alice.post(f"{TASKS}/{b['id']}/retry")
+    assert retried.status_code == 200, retried.json()
+    assert retried.json()["waitingFor"] == [f"{QUEUE}/{a['id']}"]
+    assert world.claim().id == a["id"]  # b waits: a runs first

@@ -70,6 +70,13 @@ def test_retry_after_is_honoured_up_to_the_cap_and_a_planned_pause_is_jittered_b
     assert 8 <= pause_for(busy(503, {"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}), 10) <= 10
 
 
+@pytest.mark.parametrize("header", ["٣", "nan", "inf", "2_0", "-5"])
+def test_a_retry_after_in_no_ascii_delay_seconds_is_passed_over_for_the_schedule(header):
+    """RFC 9110's delay-seconds is 1*DIGIT: float() would read "٣" as 3 and "nan" as a pause
+    that time.sleep() refuses."""
+    assert 8 <= pause_for(busy(503, {"retry-after": header}), 10) <= 10
+
+
 def test_the_retrying_line_names_the_failure_and_what_follows():
     assert reason(busy(503)) == "503 storage_unavailable"
     assert retrying_line(ConnectionRefusedError(), 5, 0.5) == (

@@ -25,6 +25,14 @@ def as_user(live, user: str) -> dict[str, str]:
     return {"TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens[user]}
 
 
+@pytest.mark.parametrize(("option", "value"), [("--lease", "٣"), ("--grace", "nan"),
+                                              ("--concurrency", "1_0")])  # fmt: skip
+def test_a_number_option_not_in_ascii_digits_is_refused_by_name(option, value):
+    done = cli("work", f"{HOST}/q", option, value, "--", "true")
+    assert done.returncode == 2
+    assert f"argument {option}: the value must be" in done.stderr and "digits 0-9" in done.stderr
+
+
 @pytest.mark.parametrize("given_by", ["--url", "TASKHOSTER_URL"])
 def test_a_url_without_a_scheme_names_where_it_came_from_and_suggests_the_fix(given_by):
     args = ["status", f"{HOST}/cwfile", "0" * 16]

@@ -132,6 +132,15 @@ def test_a_crowded_servers_retry_after_is_honoured_before_claiming_again(stub):
     assert time.monotonic() - started < 0.9  # a plain 204 (the wait ran out) returns at once
 
 
+def test_a_crowded_servers_retry_after_that_is_no_number_is_no_crash(stub):
+    handler, url = stub
+    handler.answers = [(204, None, {"Retry-After": "nan"}), (204, None, {"Retry-After": "1_0"})]
+    client = Client(url, "tok")
+    # float() read "nan" (time.sleep() then raised) and "1_0" (as 10 s): the claim's own wait
+    assert client.claim("h.example", "q", "box-1", wait=0.2) is None
+    assert client.claim("h.example", "q", "box-1", wait=0.2) is None
+
+
 def test_a_failure_body_over_the_queues_cap_is_reported_without_it(stub):
     from taskhoster import run_worker
 

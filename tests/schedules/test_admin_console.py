@@ -48,6 +48,14 @@ def test_an_invalid_expression_is_refused_with_the_parsers_message(admin_client,
     assert not Schedule.objects.exists()
 
 
+def test_a_priority_not_in_ascii_digits_is_refused(admin_client, make_queue):
+    queue = make_queue()
+    response = admin_client.post("/admin/schedules/schedule/add/", form(queue, priority="٣"))
+    assert response.status_code == 200
+    assert "Enter a whole number in the digits 0-9" in response.content.decode()
+    assert not Schedule.objects.exists()
+
+
 def test_a_valid_schedule_saved_in_the_admin_counts_its_runs_from_then(admin_client, make_queue):
     queue = make_queue()
     response = admin_client.post("/admin/schedules/schedule/add/", form(queue))

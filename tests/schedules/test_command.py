@@ -64,6 +64,22 @@ def test_a_bad_schedule_is_refused_and_nothing_is_saved(make_queue, cron, item, 
     assert not Schedule.objects.exists()
 
 
+def test_a_name_the_rule_for_names_refuses_is_refused(make_queue):
+    make_queue()
+    with pytest.raises(CommandError, match=r"name: The name must not hold control.*U\+FEFF"):
+        create("task.example.com", "resize", "\ufeffnightly", "* * * * *", "--item", "{}")
+    assert not Schedule.objects.exists()
+
+
+def test_a_priority_or_a_cron_field_not_in_ascii_digits_is_refused(make_queue):
+    make_queue()
+    with pytest.raises(CommandError, match="priority: the value must be an integer"):
+        create("task.example.com", "resize", "n", "* * * * *", "--item", "{}", "--priority", "٣")
+    with pytest.raises(CommandError, match=r"cron: A cron expression is written in ASCII.*U\+0663"):
+        create("task.example.com", "resize", "n", "٣ * * * *", "--item", "{}")
+    assert not Schedule.objects.exists()
+
+
 def test_a_bad_time_zone_and_an_unknown_queue_are_refused(make_queue):
     make_queue()
     with pytest.raises(CommandError, match="timezone: 'Mars/Base' is not a time zone"):

@@ -114,6 +114,23 @@ def test_claim_many_and_lease_bounds(h):
         h.claim(worker="")
 
 
+@pytest.mark.parametrize("bad", ["\u202e", "\ufeff", "\x00", "\u00a0"])
+def test_a_worker_name_and_a_concurrency_key_follow_one_rule(h, bad):
+    """The one rule for names (names.py): a bidi override, a byte order mark, a NUL or a
+    no-break space is refused in a worker's name as in a concurrency key, naming the field
+    and the code point; nothing is claimed or posted."""
+    task = h.post()
+    for field, call in (
+        ("worker", lambda: h.claim(worker=f"box{bad}1")),
+        ("concurrencyKey", lambda: h.post(concurrency_key=f"key{bad}1")),
+    ):
+        with pytest.raises(InvalidRequest) as refused:
+            call()
+        assert refused.value.detail.startswith(f"{field} must not hold control, format")
+        assert f"U+{ord(bad):04X} at position 3" in refused.value.detail
+    assert h.claim(worker="box 1").id == task.id  # the one task: nothing else was posted
+
+
 def test_paused_queue_claims_nothing_but_accepts_posts(h):
     paused = replace(SETTINGS, paused=True)
     task = h.post(settings=paused)

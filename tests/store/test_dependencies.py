@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from queues.store import InvalidRequest, NotFound, QueueSettings, State
+from queues.store import DependencyFailed, InvalidRequest, NotFound, QueueSettings, State
 
 from . import procs
 from .conftest import HOST, QUEUE, T0
@@ -133,15 +133,127 @@ def test_a_waiting_task_does_not_time_out_while_it_waits_and_its_window_opens_at
     assert _read(h, b.id).error == "timeout"
 
 
-def test_a_cancelled_waiting_task_retried_runs_without_waiting(h):
+def _claimed_ids(h, now, queue=QUEUE):
+    got = h.store.claim(HOST, queue, settings=LONG, worker="box-1", now=now, max_tasks=10)
+    return {t.id for t in got}
+
+
+def test_a_cancelled_waiting_task_retried_waits_for_its_dependency_again(h):
     a = h.post({"n": "a"}, settings=LONG)
     b = h.post({"n": "b"}, settings=LONG, after=[a.id])
     h.store.cancel(HOST, QUEUE, b.id, settings=LONG, now=T0 + 10)
-    h.store.retry(HOST, QUEUE, b.id, settings=LONG, now=T0 + 20)
-    got = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 30, max_tasks=2)
-    assert {t.id for t in got} == {a.id, b.id}
-    h.store.finish(HOST, QUEUE, a.id, result={}, now=T0 + 40, **W)  # releases nothing twice
-    assert _read(h, b.id).status.value == "processing"
+    retried = h.store.retry(HOST, QUEUE, b.id, settings=LONG, now=T0 + 20)
+    assert retried.status is State.PENDING and retried.waiting_for == [f"{QUEUE}/{a.id}"]
+    assert _read(h, b.id).waiting_for == [f"{QUEUE}/{a.id}"]
+    assert _claimed_ids(h, T0 + 30) == {a.id}  # b waits for a, as its post asked
+    h.store.finish(HOST, QUEUE, a.id, result={}, now=T0 + 40, **W)
+    assert _read(h, b.id).released_at == T0 + 40
+    assert _claimed_ids(h, T0 + 50) == {b.id}
+
+
+def test_a_dependency_failed_task_is_retried_after_its_dependency_and_runs_after_it(h):
+    a = h.post({"n": "a"}, settings=LONG)
+    b = h.post({"n": "b"}, settings=LONG, after=[a.id])
+    c = h.post({"n": "c"}, settings=LONG, after=[b.id], on_dependency_failure="cancel")
+    assert _claimed_ids(h, T0 + 1) == {a.id}
+    h.store.fail(HOST, QUEUE, a.id, result={"e": 1}, now=T0 + 2, **W)
+    assert _read(h, b.id).error == "dependency_failed"
+    assert _read(h, c.id).status is State.CANCELLED
+    for early, after_it in ((b, a), (c, b)):  # refused while what it runs after has not finished
+        before = _read(h, early.id)
+        with pytest.raises(DependencyFailed) as refused:
+            h.store.retry(HOST, QUEUE, early.id, settings=LONG, now=T0 + 3)
+        assert refused.value.code == "dependency_failed"
+        assert refused.value.dependency == f"{QUEUE}/{after_it.id}"
+        assert f"{QUEUE}/{after_it.id}" in refused.value.detail
+        assert _read(h, early.id) == before  # nothing changed
+    for n, task in enumerate((a, b, c)):  # the chain retried in order: each waits again
+        h.store.retry(HOST, QUEUE, task.id, settings=LONG, now=T0 + 10 + n)
+    assert _read(h, b.id).waiting_for == [f"{QUEUE}/{a.id}"]
+    assert _read(h, c.id).waiting_for == [f"{QUEUE}/{b.id}"]
+    for n, task in enumerate((a, b, c)):
+        assert _claimed_ids(h, T0 + 100 + 10 * n) == {task.id}
+        h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 105 + 10 * n,
+                       settings=LONG, worker="box-1", attempt=2 if task is a else 1)  # fmt: skip
+    assert [_read(h, t.id).status for t in (a, b, c)] == [State.FINISHED] * 3
+
+
+def test_a_retried_dependent_waits_for_a_dependency_retried_and_still_running(h):
+    a = h.post({"n": "a"}, settings=LONG)
+    other = h.store.post(HOST, "thumbs", {"n": "o"}, settings=LONG, posted_by="alice", now=T0)
+    b = h.post({"n": "b"}, settings=LONG, after=[a.id, f"thumbs/{other.task.id}"])
+    h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 1)
+    h.store.fail(HOST, QUEUE, a.id, result={"e": 1}, now=T0 + 2, **W)
+    h.store.retry(HOST, QUEUE, a.id, settings=LONG, now=T0 + 3)
+    h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 4)  # a runs again
+    h.store.retry(HOST, QUEUE, b.id, settings=LONG, now=T0 + 5)
+    assert _read(h, b.id).waiting_for == [f"{QUEUE}/{a.id}", f"thumbs/{other.task.id}"]
+    h.store.finish(HOST, QUEUE, a.id, result={}, now=T0 + 6, settings=LONG, worker="box-1",
+                   attempt=2)  # fmt: skip
+    assert _read(h, b.id).waiting_for == [f"thumbs/{other.task.id}"]
+    assert _claimed_ids(h, T0 + 7) == set()
+    # the other one fails: b fails again for it, as it would have the first time
+    h.store.claim(HOST, "thumbs", settings=LONG, worker="box-1", now=T0 + 8)
+    h.store.fail(HOST, "thumbs", other.task.id, result={}, now=T0 + 9, **W)
+    ended = _read(h, b.id)
+    assert ended.error == "dependency_failed"
+    assert ended.failed_dependency == f"thumbs/{other.task.id}"
+
+
+def test_a_task_that_ran_is_retried_at_once_even_when_its_dependency_is_gone(h):
+    a = h.post({"n": "a"}, settings=LONG)
+    b = h.post({"n": "b"}, settings=LONG, after=[a.id])
+    _finish(h, a.id, T0 + 10)
+    assert _claimed_ids(h, T0 + 20) == {b.id}
+    h.store.fail(HOST, QUEUE, b.id, result={"e": 1}, now=T0 + 21, **W)
+    h.store.delete(HOST, QUEUE, a.id, now=T0 + 22)  # it finished: b ran after it once
+    retried = h.store.retry(HOST, QUEUE, b.id, settings=LONG, now=T0 + 30)
+    assert retried.waiting_for is None
+    assert _claimed_ids(h, T0 + 40) == {b.id}
+
+
+def test_a_never_run_task_whose_dependency_is_gone_is_refused_a_retry(h):
+    a = h.post({"n": "a"}, settings=LONG)
+    b = h.post({"n": "b"}, settings=LONG, after=[a.id])
+    h.store.cancel(HOST, QUEUE, a.id, settings=LONG, now=T0 + 10)
+    h.store.delete(HOST, QUEUE, a.id, now=T0 + 11)
+    with pytest.raises(DependencyFailed) as refused:
+        h.store.retry(HOST, QUEUE, b.id, settings=LONG, now=T0 + 20)
+    assert "gone" in refused.value.detail
+    assert _read(h, b.id).status is State.FAILED
+
+
+@pytest.mark.files_only("the file store's disk calls are where the ending is put")
+def test_an_ending_just_before_the_retry_registers_is_released_by_the_retry(h):
+    """The retry registers its waiter before it writes the task and looks again after, as a
+    post does: a dependency that ends after the retry read it, and before the registration,
+    finds no waiter, and the retry releases the task itself."""
+    from queues.store import files
+
+    a = h.post({"n": "a"}, settings=LONG)
+    b = h.post({"n": "b"}, settings=LONG, after=[a.id])
+    h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 1)
+    h.store.fail(HOST, QUEUE, a.id, result={}, now=T0 + 2, **W)  # b fails, a's waiters go
+    h.store.retry(HOST, QUEUE, a.id, settings=LONG, now=T0 + 2)
+    h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 2)
+    ended = []
+
+    def end_a_first(_call: int, kind: str) -> None:
+        # the retry's first disk call is its registration with a: a ends just before it
+        if not ended and kind == "open":
+            ended.append(True)
+            h.store.finish(HOST, QUEUE, a.id, result={}, now=T0 + 3, settings=LONG,
+                           worker="box-1", attempt=2)  # fmt: skip
+
+    files.FAULTS.reset()
+    files.FAULTS.before = end_a_first
+    try:
+        retried = h.store.retry(HOST, QUEUE, b.id, settings=LONG, now=T0 + 4)
+    finally:
+        files.FAULTS.reset()
+    assert ended and retried.waiting_for is None  # released by its own retry
+    assert "released" in h.event_names(b.id)
+    assert _claimed_ids(h, T0 + 5) == {b.id}
 
 
 def test_a_batch_entry_may_wait_for_a_task_and_is_refused_by_index(h):

@@ -397,3 +397,27 @@ def test_a_th_events_table_of_another_schema_does_not_take_this_stores_events():
                 harness.drop()
         finally:
             conn.execute("DROP TABLE public.th_events")
+
+
+def test_a_retry_locks_what_its_task_runs_after_before_the_task_itself(ph):
+    """An ending locks its task, then its waiters (the release); a retry of a waiter locks the
+    tasks it runs after first, then itself. Here an ending of `a` holds a's row while the
+    retry of `b` starts; the ending then locks b, as its release does. In the other order the
+    two would wait for each other (PostgreSQL ends one with a deadlock error)."""
+    a = ph.post({"n": "a"}, settings=procs.LONG)
+    b = ph.post({"n": "b"}, settings=procs.LONG, after=[a.id])
+    ph.store.cancel(HOST, QUEUE, b.id, settings=procs.LONG, now=T0 + 1)
+    got: list = []
+    with ph.store._pool.connection() as ending, ending.transaction():
+        ending.execute("SET LOCAL lock_timeout = '5s'")
+        ending.execute("SELECT 1 FROM th_tasks WHERE id = %s FOR UPDATE", (a.id,))
+        retry = threading.Thread(
+            target=lambda: got.append(ph.store.retry(HOST, QUEUE, b.id, settings=procs.LONG)),
+            daemon=True,
+        )
+        retry.start()
+        time.sleep(0.3)  # the retry is waiting for a's row (it did not lock b before it)
+        assert retry.is_alive()
+        ending.execute("SELECT 1 FROM th_tasks WHERE id = %s FOR UPDATE", (b.id,))
+    retry.join(10)
+    assert got and got[0].waiting_for == [f"{QUEUE}/{a.id}"]

@@ -38,6 +38,19 @@ REFUSED_UNLESS_ALLOWED = [
     ("http://[::1]/", "::1 is a loopback address"),
     ("http://[::ffff:10.0.0.1]/", "10.0.0.1 is a private or reserved address"),
     ("http://169.254.169.254/latest/meta-data/", "link-local"),
+    # IPv6 forms that carry an IPv4 address, refused as the address inside would be
+    ("http://[64:ff9b::7f00:1]/", "127.0.0.1 is a loopback address (64:ff9b::7f00:1 is its NAT64"),
+    ("http://[2002:7f00:1::]/", "127.0.0.1 is a loopback address (2002:7f00:1:: is its 6to4"),
+    ("http://[::127.0.0.1]/", "127.0.0.1 is a loopback address (::127.0.0.1 is its IPv4-compat"),
+    (
+        "http://[::ffff:0:7f00:1]/",
+        "127.0.0.1 is a loopback address (::ffff:0:7f00:1 is its IPv4-tr",
+    ),
+    ("http://[::ffff:169.254.169.254]/", "169.254.169.254 is a link-local address"),
+    ("http://[64:ff9b::a9fe:a9fe]/latest/", "169.254.169.254 is a link-local address"),
+    ("http://[64:ff9b:1::a00:1]/", "10.0.0.1 is a private or reserved address (64:ff9b:1::a00:1"),
+    ("http://[64:ff9b:1:ab::1]/", "is a local-use NAT64 address"),
+    ("http://[2002:c0a8:114::1]/", "192.168.1.20 is a private or reserved address"),
 ]
 
 
@@ -97,6 +110,20 @@ def test_refused_reason_knows_the_ranges():
     )
     assert refused_reason("fe80::1%eth0", allow_private=False) == "fe80::1 is a link-local address"
     assert refused_reason("10.1.2.3", allow_private=True) is None
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["64:ff9b::5db8:d70e", "64:ff9b:1::5db8:d70e", "2002:5db8:d70e::1", "::ffff:93.184.215.14",
+     "::ffff:0:5db8:d70e", "::93.184.215.14"],
+)  # fmt: skip
+def test_an_ipv6_form_of_a_public_ipv4_address_is_allowed(address):
+    assert refused_reason(address, allow_private=False) is None
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::e000:1", "::ffff:0:0", "2002:e000:1::"])
+def test_an_ipv6_form_of_a_multicast_or_unspecified_address_is_refused_even_when_allowed(address):
+    assert "is not a host's address" in refused_reason(address, allow_private=True)
 
 
 def test_a_url_saved_when_allowed_is_refused_at_send_once_disallowed(

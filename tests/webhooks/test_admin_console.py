@@ -54,6 +54,20 @@ def test_the_secret_is_shown_and_a_refused_url_is_refused(admin_client, hooked_q
     assert Webhook.objects.count() == 1
 
 
+def test_a_threshold_not_in_ascii_digits_is_refused(admin_client, hooked_queue):
+    other = hooked_queue.__class__.objects.create(host=hooked_queue.host, name="other")
+    form = {
+        "queue": other.pk,
+        "url": "https://hooks.example.com/x",
+        "notify_failed": "on",
+        "pending_threshold": "\u0661\u0660\u0660",  # 100 in Arabic-Indic digits
+    }
+    response = admin_client.post("/admin/webhooks/webhook/add/", form)
+    assert response.status_code == 200
+    assert "Enter a whole number in the digits 0-9" in response.content.decode()
+    assert Webhook.objects.count() == 1
+
+
 def test_the_new_secret_action_changes_it(admin_client, hooked_queue):
     hook = Webhook.objects.get()
     admin_client.post("/admin/webhooks/webhook/",

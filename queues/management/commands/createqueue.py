@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from queues import stores
 from queues.models import DEFAULTS, StoreKind
 from queues.services import describe, save_queue
+from queues.store import numerals
 
 # option -> Queue field, for the settings the command line can change
 OPTIONS = {
@@ -27,11 +28,15 @@ OPTIONS = {
 
 
 def parse_rate(text: str) -> tuple[int, int]:
-    """`50/1` as (50, 1): COUNT claims per SECONDS; CommandError for anything else."""
+    """`50/1` as (50, 1): COUNT claims per SECONDS, each in the digits 0-9 (str.isdigit() and
+    int() would also take "٣/1"); CommandError for anything else."""
     count, slash, seconds = text.partition("/")
-    if not (slash and count.strip().isdigit() and seconds.strip().isdigit()):
-        raise CommandError(f"--rate-limit must be COUNT/SECONDS, such as 50/1 (got {text!r}).")
-    return int(count), int(seconds)
+    counted, per = numerals.integer(count), numerals.integer(seconds)
+    if not slash or counted is None or per is None or counted < 0 or per < 0:
+        raise CommandError(
+            f"--rate-limit must be COUNT/SECONDS in the digits 0-9, such as 50/1 (got {text!r})."
+        )
+    return counted, per
 
 
 class Command(BaseCommand):
@@ -54,7 +59,9 @@ class Command(BaseCommand):
             f"after this long (new queue: {new.max_retain_seconds})",
         }
         for name, text in seconds.items():
-            parser.add_argument(f"--{name}-seconds", type=int, metavar="S", help=text)
+            parser.add_argument(
+                f"--{name}-seconds", type=numerals.integer_option, metavar="S", help=text
+            )
         parser.add_argument(
             "--retain-from",
             choices=["finished", "fetched"],
@@ -63,7 +70,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-attempts",
-            type=int,
+            type=numerals.integer_option,
             metavar="N",
             help="attempt budget, 1 to 8: a failure reported with retry, or a lapsed lease, "
             "runs the task again after the backoff until N attempts have run; 0: no budget "
@@ -71,7 +78,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-pending",
-            type=int,
+            type=numerals.integer_option,
             metavar="N",
             help="most pending tasks; a post beyond answers 429 queue_full; 0: unbounded "
             f"(new queue: {new.max_pending})",
@@ -84,21 +91,21 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-processing",
-            type=int,
+            type=numerals.integer_option,
             metavar="N",
             help="most tasks in processing at once; 0: unbounded "
             f"(new queue: {new.max_processing})",
         )
         parser.add_argument(
             "--max-per-key",
-            type=int,
+            type=numerals.integer_option,
             metavar="N",
             help="most tasks of one concurrencyKey in processing at once; 0: unbounded "
             f"(new queue: {new.max_per_key})",
         )
         parser.add_argument(
             "--max-item-bytes",
-            type=int,
+            type=numerals.integer_option,
             metavar="BYTES",
             help="cap on the item, each progress report and the result "
             f"(new queue: {new.max_item_bytes})",

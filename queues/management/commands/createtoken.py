@@ -3,10 +3,12 @@
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from queues.auth.tokens import issue_token
+from queues.store import numerals
 
 
 class Command(BaseCommand):
@@ -19,7 +21,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--expires-days",
-            type=int,
+            type=numerals.integer_option,
             metavar="N",
             help="days until it expires (default: never)",
         )
@@ -29,8 +31,11 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"There is no user {options['user']!r}.")
         days = options["expires_days"]
-        if days is not None and int(str(days)) < 1:
-            raise CommandError("--expires-days must be at least 1.")
-        expires = timezone.now() + timedelta(days=int(str(days))) if days else None
-        _, token = issue_token(user, str(options["name"]), expires_at=expires)
+        if days is not None and not (isinstance(days, int) and days >= 1):
+            raise CommandError("--expires-days must be an integer of at least 1.")
+        expires = timezone.now() + timedelta(days=days) if days else None
+        try:
+            _, token = issue_token(user, str(options["name"]), expires_at=expires)
+        except ValidationError as exc:
+            raise CommandError(f"--name: {' '.join(exc.messages)}") from None
         self.stdout.write(token)

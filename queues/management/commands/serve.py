@@ -10,6 +10,7 @@ from django.core.management import get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from queues.processes.supervisor import Program, Supervisor
+from queues.store import numerals
 
 # How much longer than gunicorn's graceful_timeout a stop waits before SIGKILL: gunicorn's
 # master kills its own workers at graceful_timeout, and needs a moment to say so and exit.
@@ -32,14 +33,14 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--sweep-interval",
-            type=float,
+            type=numerals.number_option,
             default=5.0,
             metavar="S",
             help="seconds between the sweep loop's passes (default: 5)",
         )
         parser.add_argument(
             "--start-seconds",
-            type=float,
+            type=numerals.number_option,
             default=10.0,
             metavar="S",
             help="a part that ends this soon after serve started it cannot start, and serve "

@@ -21,7 +21,7 @@ from queues.processes.sweeping import (
     plural,
 )
 from queues.services import queue_settings_for
-from queues.store import StorageUnavailable, SweepReport
+from queues.store import StorageUnavailable, SweepReport, numerals
 from queues.stores.router import StoreRouter
 
 DATABASE_DOWN = "sweep: the database is unreachable; sweeping again once it answers"
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--interval",
-            type=float,
+            type=numerals.number_option,
             default=5.0,
             help="seconds between the passes of --loop (default: 5)",
         )

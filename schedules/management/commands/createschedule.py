@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from queues.services import describe
+from queues.store import numerals
 from schedules.cron import zone
 from schedules.models import Schedule
 from schedules.services import save_schedule
@@ -29,7 +30,9 @@ class Command(BaseCommand):
         parser.add_argument("cron", help="five fields, e.g. '30 2 * * *' (quote it)")
         parser.add_argument("--item", required=True, help="the task's item, a JSON object")
         parser.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
-        parser.add_argument("--priority", type=int, default=0, help="-100 to 100 (default 0)")
+        parser.add_argument(
+            "--priority", type=numerals.integer_option, default=0, help="-100 to 100 (default 0)"
+        )
         parser.add_argument("--disabled", action="store_true", help="save it without running it")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -15,6 +15,7 @@ from taskhoster.client import ApiError
 from taskhoster.django_tasks.compat import InvalidTaskError
 from taskhoster.django_tasks.runner import run_task
 from taskhoster.log_format import handler_for
+from taskhoster.numerals import integer_option
 from taskhoster.worker import run_worker
 
 
@@ -26,14 +27,16 @@ class Command(BaseCommand):
             "--queue-name", default="default", help="the task's queue_name (default 'default')"
         )
         parser.add_argument("--backend", default="default", help="the TASKS alias")
-        parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+        parser.add_argument("--concurrency", type=integer_option, default=1, help="tasks at once")
         parser.add_argument(
             "--worker",
             default=f"{socket.gethostname()}-{os.getpid()}",
             help="this worker's name (default HOSTNAME-PID)",
         )
-        parser.add_argument("--lease", type=int, default=60, help="seconds a claim holds a task")
-        parser.add_argument("--max-tasks", type=int, help="stop after this many tasks")
+        parser.add_argument(
+            "--lease", type=integer_option, default=60, help="seconds a claim holds a task"
+        )
+        parser.add_argument("--max-tasks", type=integer_option, help="stop after this many tasks")
         parser.add_argument(
             "--log-format",
             choices=("human", "json"),
