@@ -12,19 +12,23 @@ A group lives in its queue's groups/ directory, `groups/<group>/`:
     ended/<id>   the outcome the member first ended with, made content first and exclusively
                  (a no-replace rename): a member counts once, however often it ends
     unfinished   the members that did not finish, one line each (the callback's list)
+    closing      the onComplete of a closing post whose tasks are being written, and their ids
     closed       the onComplete of the post that closed the group (it takes no more members)
     callback     the callback task posted, "queue" and "id": the group is done
 
 An ending costs what one member is, never what the group holds: under the lock, one marker,
 one line when it did not finish, one rewrite of the count. The order makes a crash harmless:
 a post registers its members (and raises `posted`) before it writes them, so the count never
-says "all ended" while one is unwritten; the closing post writes `closed` after its members'
-count; an ending marks and counts after its own record is written. What a crash leaves in
+says "all ended" while one is unwritten; the closing post writes `closing` after its members'
+count and renames it `closed` once its tasks are written, so a refused closing post (no room,
+a disk that refused) closes nothing; an ending marks and counts after its own record is
+written. What a crash leaves in
 between (a record ended but not counted, a count a marker ahead of it, a member registered and
-never written) the sweep's recount repairs (sweep_groups), so a crash delays the callback and
-never loses or doubles it. The callback is posted with an Idempotency-Key derived from the
-group (rules.callback_key), so two enders or two sweeps that both see the group complete post
-one task, and `callback` stops any later post once the key is cleaned with its task.
+never written, a `closing` whose post died) the sweep's recount repairs (sweep_groups), so a
+crash delays the callback and never loses or doubles it. The callback is posted with an
+Idempotency-Key derived from the group (rules.callback_key), so two enders or two sweeps that
+both see the group complete post one task, and `callback` stops any later post once the key is
+cleaned with its task.
 
 A called-back group goes with its callback task: once that task is gone (cleaned by its queue's
 retention, or deleted), the sweep renames the group's directory aside (`.gone-<group>-<hex>`,
@@ -58,6 +62,9 @@ from .settings import QueueSettings
 
 COUNT, MEMBERS, ENDED = "count", "members", "ended"
 CLOSED, CALLBACK, UNFINISHED = "closed", "callback", "unfinished"
+# the closing post's onComplete and task ids while its tasks are written: renamed to `closed`
+# once they are, taken back when the post is refused
+CLOSING = "closing"
 OWNER = "owner"  # the producer of the group's first post: only its posts join the group
 GONE_PREFIX = ".gone-"  # a removed group's directory, renamed aside until it is deleted
 _REMOVALS_MET = 3  # a post that finds its group removed under it this often is refused
@@ -229,6 +236,8 @@ def _register(
     _check_owner(gfd, posted_by, fsync=fsync)
     if _exists(gfd, CLOSED):
         raise GroupClosed()
+    if on_complete is not None and _settle_closing(core, qd, gfd, now):
+        raise GroupClosed()  # another closing post is writing its tasks (or its close stood)
     counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
     with _subdir(gfd, MEMBERS, create=True, fsync=fsync) as members:
         assert members is not None
@@ -240,8 +249,47 @@ def _register(
         pass  # made now, so an ending never has to make a directory
     count.save(dataclasses.replace(counts, posted=counts.posted + len(tasks)), fsync=fsync)
     if on_complete is not None:  # after the count: `closed` never sees fewer members
-        closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
-        files.write_durable(gfd, CLOSED, closing, fsync=fsync)
+        record = {**rules.closing_record(on_complete, posted_by), "tasks": [t.id for t in tasks]}
+        files.write_durable(gfd, CLOSING, orjson.dumps(record), fsync=fsync)
+
+
+def close(core: QueueCore, qd: QueueDirs, group: str, *, now: int) -> None:
+    """The closing post's tasks are written: its `closing` becomes `closed` (the group takes no
+    more members), and the group's callback is posted if every member has ended already."""
+    with _group_dir(qd, group, create=False, fsync=core.fsync) as gfd:
+        with _locked(gfd) as count:
+            _promote(gfd, fsync=core.fsync)
+            due = _due(gfd, count.counts)
+        if due:
+            _call_back(core, qd, gfd, group, now=now)
+
+
+def _promote(gfd: int, *, fsync: files.Durable) -> None:
+    """Under the lock: `closing` renamed `closed` (a rename: the group is closed or not)."""
+    with contextlib.suppress(FileNotFoundError):  # promoted already (by the sweep)
+        files.rename_aside(gfd, CLOSING, gfd, CLOSED)
+        if fsync:
+            files.sync_dir(gfd, fsync)
+
+
+def _settle_closing(core: QueueCore, qd: QueueDirs, gfd: int, now: int) -> bool:
+    """Under the lock: whether a `closing` stands in the group's way. One younger than
+    GROUP_GONE_MS is a post still writing its tasks (True); an older one was left by a post
+    that died: `closed` if one of its tasks was written (its close stood, True), removed if
+    none was (False, as when there is none)."""
+    try:
+        made = os.stat(CLOSING, dir_fd=gfd, follow_symlinks=False).st_mtime_ns // 1_000_000
+        record = orjson.loads(files.read_at(gfd, CLOSING))
+    except FileNotFoundError:
+        return False
+    if now - made < rules.GROUP_GONE_MS:
+        return True
+    if any(copies.exists(qd, task_id) for task_id in record.get("tasks", [])):
+        _promote(gfd, fsync=core.fsync)
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        files.unlink(gfd, CLOSING, fsync=core.fsync)
+    return False
 
 
 def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> None:
@@ -257,11 +305,21 @@ def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> No
 
 
 def unregister(
-    core: QueueCore, qd: QueueDirs, group: str, task_ids: list[str], *, now: int
+    core: QueueCore,
+    qd: QueueDirs,
+    group: str,
+    task_ids: list[str],
+    *,
+    closing: bool = False,
+    now: int,
 ) -> None:
-    """Take back members whose post wrote nothing (an Idempotency-Key replay, a failed write)."""
+    """Take back members whose post wrote nothing (an Idempotency-Key replay, a failed write),
+    and with `closing` the close of a closing post that was refused."""
     with _group_dir(qd, group, create=False, fsync=core.fsync) as gfd:
         with _locked(gfd) as count, _subdir(gfd, MEMBERS, create=False, fsync=False) as members:
+            if closing:  # first: a group whose last members ended must not look complete
+                with contextlib.suppress(FileNotFoundError):
+                    files.unlink(gfd, CLOSING, fsync=core.fsync)
             if count.counts is None or members is None:
                 return  # the sweep's recount sees them gone
             removed = 0
@@ -401,6 +459,8 @@ def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
                 continue
             looked += 1
             with _locked(gfd) as count:
+                if not _exists(gfd, CLOSED):
+                    _settle_closing(core, qd, gfd, now)  # what a closing post's crash left
                 _recount(core, qd, gfd, count, now)
                 due = _due(gfd, count.counts)
             if due:

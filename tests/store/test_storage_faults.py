@@ -27,6 +27,7 @@ from queues.store import (
     sweep_all,
     sweep_queue,
 )
+from queues.store.batch import OnComplete
 from tests.migrated import migrate
 
 from ..children import interrupted, reaped
@@ -210,6 +211,37 @@ def test_a_keyed_post_refused_by_a_read_only_archive_leaves_no_key_and_its_retry
         assert [line["event"] for line in lines if line["id"] == posted.task.id] == ["posted"]
         folder = logs / "tasks-payloads" / HOST / QUEUE / posted.task.id
         assert (folder / "item.json").is_file()
+    store.close()
+
+
+def test_a_closing_post_refused_by_a_read_only_archive_leaves_its_group_open(tmp_path, store, logs):
+    member = store.post(HOST, QUEUE, {"n": 1}, settings=ARCHIVING, posted_by="alice", now=T0,
+                        group="night").task  # fmt: skip
+    store.close()
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    closing = OnComplete(queue="reports", item={"r": 1}, settings=SETTINGS)
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 2}, settings=ARCHIVING, posted_by="alice", now=T0 + 1,
+                   group="night", on_complete=closing)  # fmt: skip
+    view = store.read_group(HOST, QUEUE, "night").view()
+    assert view["state"] == "open" and view["posted"] == 1
+    store.sweep_queue(HOST, QUEUE, ARCHIVING, now=T0 + 120_000)  # past a gone member's minute
+    assert store.read_group(HOST, QUEUE, "night").view()["state"] == "open"
+    assert not (tmp_path / "items" / HOST / "reports").exists()  # no callback was posted
+    store.close()
+    writable(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    again = store.post(HOST, QUEUE, {"n": 2}, settings=ARCHIVING, posted_by="alice",
+                       now=T0 + 200_000, group="night", on_complete=closing).task  # fmt: skip
+    view = store.read_group(HOST, QUEUE, "night").view()
+    assert view["state"] == "closed" and view["posted"] == 2
+    for task in (member, again):
+        [claimed] = store.claim(HOST, QUEUE, settings=ARCHIVING, worker="w", now=T0 + 200_001)
+        store.finish(HOST, QUEUE, claimed.id, result={}, settings=ARCHIVING, worker="w",
+                     attempt=1, now=T0 + 200_002)  # fmt: skip
+    [callback] = store.list_tasks(HOST, "reports").tasks
+    assert callback.item["group"]["total"] == 2
     store.close()
 
 
