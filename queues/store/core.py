@@ -14,6 +14,7 @@ their public face.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import weakref
@@ -23,6 +24,7 @@ from typing import Any
 
 from . import copies, dependencies, files, groups, paths, posting
 from .archive import PayloadArchive
+from .background import Background
 from .dircount import DirCounts
 from .done_records import DoneRecords
 from .errors import StorageUnavailable
@@ -67,9 +69,14 @@ class QueueCore:
             lock=self.lock,
             on_close=self._closed,
         )
+        # the releases of dependents an ending's request handed on (dependencies.py)
+        self.releases: Background[dependencies.Later] = Background(
+            functools.partial(dependencies.release_later, self), name="taskhoster-release"
+        )
         self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
     def close(self) -> None:
+        self.releases.wait()  # they use the queues' directories, closed next
         with self.lock:
             self._finalizer()
 

@@ -497,3 +497,12 @@ def close_group_and_kill(config: StoreConfig, k: int) -> None:
     store.post(HOST, QUEUE, {"closing": 1}, settings=LONG, posted_by="alice", group="g1",
                on_complete=closing)  # fmt: skip
     os._exit(0)
+
+
+def fail_and_wait(opener: StoreOpener, task_id: str, answered: Any) -> None:
+    """Fail a claimed task, say it was answered, and wait to be killed (the releases its
+    ending handed to the process's background may still be running)."""
+    store = opener.open()
+    store.fail(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={"no": 1})
+    answered.set()
+    time.sleep(600)
