@@ -36,7 +36,7 @@ from collections import deque
 from contextlib import AbstractContextManager
 from typing import Literal, Protocol
 
-from . import copies, files, paths, rules
+from . import copies, files, paths, rules, strays
 from .background import Background
 from .errors import NotFound, StoreError
 from .paths import QueueDirs
@@ -90,9 +90,21 @@ def prepare(core: QueueCore, task: Task) -> Task:
     for ref in waiting:
         queue, task_id = rules.split_ref(ref)
         with core.queue_dirs(task.host, queue) as qd:
-            files.append_line_at(qd.fd(paths.DEPENDENTS_DIR), waiters_file(task_id),
-                                 waiter.encode(), fsync=core.fsync)  # fmt: skip
+            _register(core, qd, waiters_file(task_id), waiter.encode())
     return dataclasses.replace(task, waiting_for=waiting or None)
+
+
+def _register(core: QueueCore, qd: QueueDirs, name: str, waiter: bytes) -> None:
+    """Append a waiter's line to a dependents file; one planted there that is no regular
+    file (a FIFO would make the open wait for a reader) is moved aside first."""
+    dependents = qd.fd(paths.DEPENDENTS_DIR)
+    try:
+        files.append_line_at(dependents, name, waiter, fsync=core.fsync)
+    except OSError as exc:
+        if not strays.is_stray(exc):
+            raise
+        strays.move_aside(qd, dependents, name, paths.DEPENDENTS_DIR)
+        files.append_line_at(dependents, name, waiter, fsync=core.fsync)
 
 
 def settle_new(core: QueueCore, task: Task, *, now: int) -> None:
@@ -185,6 +197,12 @@ def release_dependents(
             waiters = _waiters(files.read_at(qd.fd(paths.DEPENDENTS_DIR), name))
         except FileNotFoundError:
             return 0, True
+        except OSError as exc:
+            if not strays.is_stray(exc):
+                raise
+            # planted, not ours: it names no waiter (a post's own look releases its task)
+            strays.move_aside(qd, qd.fd(paths.DEPENDENTS_DIR), name, paths.DEPENDENTS_DIR)
+            return 0, True
         if limit is not None and len(waiters) > limit:
             for waiter in waiters[:limit]:
                 release_one(core, host, f"{queue}/{task_id}", ended, waiter, now=now)
@@ -221,6 +239,9 @@ def sweep_dependents(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
     for entry in os.scandir(qd.fd(paths.DEPENDENTS_DIR)):
         match = _WAITERS_FILE.fullmatch(entry.name)
         if match is None:
+            continue
+        if not entry.is_file(follow_symlinks=False):  # a FIFO, a directory, a symlink
+            strays.move_aside(qd, qd.fd(paths.DEPENDENTS_DIR), entry.name, paths.DEPENDENTS_DIR)
             continue
         task_id = match.group(1)
         ended = _ended(core, qd.host, qd.queue, task_id)

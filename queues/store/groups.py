@@ -45,13 +45,14 @@ import errno
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import orjson
 
-from . import copies, files, paths, rules, sequence
+from . import copies, files, paths, rules, sequence, strays
 from .batch import OnComplete
 from .errors import GroupClosed, IdempotencyKeyReused, NotFound, StoreError
 from .eventlog import EventLog
@@ -91,6 +92,20 @@ class QueueCore(Protocol):
 # -- the group's directory and its count ------------------------------------------------------
 
 
+def _open_dir(
+    qd: QueueDirs, parent_fd: int, name: str, where: str, *, create: bool, fsync: files.Durable
+) -> int:
+    """paths.open_dir, with anything but a directory planted at the name (a FIFO, a file, a
+    symlink) moved aside first (strays.py); FileNotFoundError for none, unless `create`."""
+    try:
+        return paths.open_dir(parent_fd, name, create=create, fsync=fsync)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or not strays.is_stray(exc):
+            raise
+    strays.move_aside(qd, parent_fd, name, where)
+    return paths.open_dir(parent_fd, name, create=create, fsync=fsync)
+
+
 @contextlib.contextmanager
 def _groups_dir(qd: QueueDirs, *, create: bool, fsync: files.Durable) -> Iterator[int]:
     """The queue's groups/ directory, open for the block (NotFound when it was never made)."""
@@ -98,7 +113,7 @@ def _groups_dir(qd: QueueDirs, *, create: bool, fsync: files.Durable) -> Iterato
     # symlink): no descriptor more is kept open per queue for groups
     queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
     try:
-        groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=create, fsync=fsync)
+        groups_fd = _open_dir(qd, queue_fd, paths.GROUPS_DIR, "", create=create, fsync=fsync)
     except FileNotFoundError as exc:
         raise NotFound() from exc
     finally:
@@ -114,13 +129,63 @@ def _group_dir(qd: QueueDirs, group: str, *, create: bool, fsync: files.Durable)
     """The group's directory, open for the block (NotFound for a group never posted to)."""
     with _groups_dir(qd, create=create, fsync=fsync) as groups_fd:
         try:
-            gfd = paths.open_dir(groups_fd, group, create=create, fsync=fsync)
+            gfd = _open_dir(qd, groups_fd, group, paths.GROUPS_DIR, create=create, fsync=fsync)
         except FileNotFoundError as exc:
             raise NotFound() from exc
     try:
         yield gfd
     finally:
         os.close(gfd)
+
+
+# what each of a group's entries is: a regular file, or (members/, ended/) a directory
+_FILES = (OWNER, COUNT, CLOSING, CLOSED, CALLBACK, UNFINISHED)
+_DIRS = (MEMBERS, ENDED)
+_TORN = b"moved aside\n"  # a count written over a planted one: torn, so it is recounted
+
+
+def _tidy(qd: QueueDirs, group: str, gfd: int, *, fsync: files.Durable) -> None:
+    """Move aside what was planted under the name of one of the group's entries (strays.py):
+    a FIFO or a symlink as its count or owner, a file as its members/. A count moved aside
+    is replaced by a torn one (the next post or sweep recounts it from the members), an owner
+    by the one its closing post or members name. One fstatat per entry."""
+    where = f"{paths.GROUPS_DIR}/{group}"
+    moved = set()
+    for name, want in [*((n, stat.S_ISREG) for n in _FILES), *((n, stat.S_ISDIR) for n in _DIRS)]:
+        try:
+            mode = os.stat(name, dir_fd=gfd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if not want(mode) and strays.move_aside(qd, gfd, name, where):
+            moved.add(name)
+    if COUNT in moved:
+        files.write_durable(gfd, COUNT, _TORN, fsync=fsync)
+    if OWNER in moved:
+        _recover_owner(qd, gfd, fsync=fsync)
+
+
+def _recover_owner(qd: QueueDirs, gfd: int, *, fsync: files.Durable) -> None:
+    """Write the group's owner again from what says who posted to it: its closing post's
+    record, else the first of its members whose task is there. With none, the group has no
+    owner until its next post (as a new group)."""
+    for name in (CLOSED, CLOSING):
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError, OSError):
+            posted_by = orjson.loads(files.read_at(gfd, name))["postedBy"]
+            files.write_durable(gfd, OWNER, orjson.dumps({"postedBy": posted_by}), fsync=fsync)
+            return
+    try:
+        members_fd = paths.open_dir(gfd, MEMBERS, create=False)
+    except OSError:
+        return
+    try:
+        names = sorted(n for n in os.listdir(members_fd) if paths.task_id_of(n + ".json"))
+    finally:
+        os.close(members_fd)
+    for task_id in names:
+        with contextlib.suppress(NotFound):
+            posted_by = copies.winner(qd, task_id).task.posted_by
+            files.write_durable(gfd, OWNER, orjson.dumps({"postedBy": posted_by}), fsync=fsync)
+            return
 
 
 def _still_named(qd: QueueDirs, group: str, gfd: int) -> bool:
@@ -213,17 +278,20 @@ def register(
     """Make `tasks` members of the group before they are written; with `on_complete`, close
     the group after them. GroupClosed if a post closed it already."""
     for _ in range(_REMOVALS_MET):
-        with _group_dir(qd, group, create=True, fsync=core.fsync) as gfd, _locked(gfd) as count:
-            if not _still_named(qd, group, gfd):
-                continue  # removed while this post waited for its lock: the name is free
-            _register(core, qd, gfd, count, tasks, on_complete, posted_by, now)
-            return
+        with _group_dir(qd, group, create=True, fsync=core.fsync) as gfd:
+            _tidy(qd, group, gfd, fsync=core.fsync)
+            with _locked(gfd) as count:
+                if not _still_named(qd, group, gfd):
+                    continue  # removed while this post waited for its lock: the name is free
+                _register(core, qd, group, gfd, count, tasks, on_complete, posted_by, now)
+                return
     raise GroupClosed()
 
 
 def _register(
     core: QueueCore,
     qd: QueueDirs,
+    group: str,
     gfd: int,
     count: _Count,
     tasks: list[Task],
@@ -238,7 +306,9 @@ def _register(
         raise GroupClosed()
     if on_complete is not None and _settle_closing(core, qd, gfd, now):
         raise GroupClosed()  # another closing post is writing its tasks (or its close stood)
-    counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
+    counts = count.counts
+    if counts is None:
+        counts = _recount(core, qd, group, gfd, count, now)
     with _subdir(gfd, MEMBERS, create=True, fsync=fsync) as members:
         assert members is not None
         for task in tasks:
@@ -453,6 +523,7 @@ def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
             contextlib.suppress(NotFound),
             _group_dir(qd, group, create=False, fsync=core.fsync) as gfd,
         ):
+            _tidy(qd, group, gfd, fsync=core.fsync)
             if _exists(gfd, CALLBACK):
                 if _callback_gone(core, qd, gfd):
                     _remove(qd, group, gfd)
@@ -461,7 +532,7 @@ def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
             with _locked(gfd) as count:
                 if not _exists(gfd, CLOSED):
                     _settle_closing(core, qd, gfd, now)  # what a closing post's crash left
-                _recount(core, qd, gfd, count, now)
+                _recount(core, qd, group, gfd, count, now)
                 due = _due(gfd, count.counts)
             if due:
                 _call_back(core, qd, gfd, group, now=now)
@@ -498,8 +569,12 @@ def _delete_aside(qd: QueueDirs) -> None:
     """Delete the directories of removed groups (renamed aside by _remove)."""
     try:
         with _groups_dir(qd, create=False, fsync=False) as groups_fd:
-            for name in os.listdir(groups_fd):
+            for entry in os.scandir(groups_fd):
+                name = entry.name
                 if not name.startswith(GONE_PREFIX):
+                    continue
+                if not entry.is_dir(follow_symlinks=False):  # planted: nothing of ours
+                    strays.move_aside(qd, groups_fd, name, paths.GROUPS_DIR)
                     continue
                 try:
                     _delete_tree(groups_fd, name)
@@ -528,19 +603,21 @@ def _delete_tree(parent_fd: int, name: str) -> None:
 
 
 def _groups(qd: QueueDirs) -> list[str]:
-    """The names of the queue's groups."""
-    queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    """The names of the queue's groups; anything else than a directory under a group's name
+    is moved aside (strays.py)."""
     try:
-        groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=False)
-    except FileNotFoundError:
+        with _groups_dir(qd, create=False, fsync=False) as groups_fd:
+            names = []
+            for entry in os.scandir(groups_fd):
+                if not _valid_group(entry.name):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+                else:
+                    strays.move_aside(qd, groups_fd, entry.name, paths.GROUPS_DIR)
+    except NotFound:
         return []
-    finally:
-        os.close(queue_fd)
-    try:
-        names = os.listdir(groups_fd)
-    finally:
-        os.close(groups_fd)
-    return sorted(name for name in names if _valid_group(name))
+    return sorted(names)
 
 
 def _valid_group(name: str) -> bool:
@@ -551,15 +628,18 @@ def _valid_group(name: str) -> bool:
     return True
 
 
-def _recount(core: QueueCore, qd: QueueDirs, gfd: int, count: _Count, now: int) -> GroupCounts:
+def _recount(
+    core: QueueCore, qd: QueueDirs, group: str, gfd: int, count: _Count, now: int
+) -> GroupCounts:
     """Under the group's lock: mark the members that ended without being counted (and those
     registered but never written, once GROUP_GONE_MS have passed), then set the count to what
     the markers say, when it says otherwise."""
     with _subdir(gfd, MEMBERS, create=False, fsync=False) as members_fd, \
             _subdir(gfd, ENDED, create=True, fsync=core.fsync) as ended_fd:  # fmt: skip
         assert ended_fd is not None
-        members = _names(members_fd)
-        ended = set(_names(ended_fd))
+        where = f"{paths.GROUPS_DIR}/{group}"
+        members = _regular_names(qd, f"{where}/{MEMBERS}", members_fd)
+        ended = set(_regular_names(qd, f"{where}/{ENDED}", ended_fd))
         late = []
         for task_id in members:
             if task_id not in ended:
@@ -578,6 +658,22 @@ def _names(dir_fd: int | None) -> list[str]:
     if dir_fd is None:
         return []
     return [name for name in os.listdir(dir_fd) if paths.task_id_of(name + ".json") == name]
+
+
+def _regular_names(qd: QueueDirs, where: str, dir_fd: int | None) -> list[str]:
+    """_names of members/ or ended/ for the recount: an entry that is no regular file (a
+    FIFO or a directory under a task's name) is moved aside instead (strays.py)."""
+    if dir_fd is None:
+        return []
+    names = []
+    for entry in os.scandir(dir_fd):
+        if paths.task_id_of(entry.name + ".json") != entry.name:
+            continue
+        if entry.is_file(follow_symlinks=False):
+            names.append(entry.name)
+        else:
+            strays.move_aside(qd, dir_fd, entry.name, where)
+    return names
 
 
 def _outcome(qd: QueueDirs, members_fd: int | None, task_id: str, now: int) -> str | None:
@@ -632,6 +728,7 @@ def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tup
         core.queue_dirs(host, queue) as qd,
         _group_dir(qd, group, create=False, fsync=False) as gfd,
     ):
+        _tidy(qd, group, gfd, fsync=core.fsync)  # a page's read never meets a FIFO
         try:
             yield qd, gfd
         except FileNotFoundError as exc:  # removed as it was read (sweep_groups)

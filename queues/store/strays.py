@@ -1,0 +1,83 @@
+"""What the store meets where one of its own files or directories belongs and that is not one:
+a FIFO, a socket, a device, a symlink, a directory where a file belongs (a task's waiters, a
+group's count or owner, a key, post-seq, flow.json), or anything but a directory where one
+belongs (a group, its members/). Only regular files are the store's files, as only regular
+files are tasks: such an entry is never read through, never waited on, and never stops the
+verb or the sweep pass that met it. It is moved aside to the queue's quarantine/, as
+`<name>.<where>.<ms since the epoch>` (where: the directory it lay in, `/` written `-`, left
+out for one of the queue's own directories, e.g. a FIFO in place of groups/), and
+logged once, with the move (a warning of the `taskhoster.store` logger); the verb or the pass
+then goes on as if the name were free. Nothing in quarantine/ is read again.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+import stat
+import time
+
+from . import files, paths
+from .errors import StorageUnavailable
+from .paths import QueueDirs
+
+logger = logging.getLogger("taskhoster.store")
+
+# what opening a name meets when it is no regular file (files.NotRegularFile is ENXIO), or no
+# directory where one is opened as one
+_NOT_OURS = {errno.ELOOP, errno.EISDIR, errno.ENOTDIR, errno.ENXIO}
+
+
+def is_stray(exc: OSError) -> bool:
+    """Whether an open's OSError says the name is not the kind of entry the store makes there
+    (a symlink, a FIFO or device, a directory for a file or a file for a directory)."""
+    return exc.errno in _NOT_OURS
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a file"),
+    ):
+        if test(mode):
+            return name
+    return "an entry of an unknown kind"
+
+
+def move_aside(qd: QueueDirs, dir_fd: int, name: str, where: str) -> bool:
+    """Move the entry `name` of the directory `dir_fd` (the queue's `where`, for the log and
+    the new name) to the queue's quarantine/ and log it; False if it was gone already.
+    StorageUnavailable when the disk refuses the move (it is met again later)."""
+    at = f"{where.replace('/', '-')}." if where else ""  # "": the queue's directory itself
+    label = f"{qd.host}/{qd.queue}: {where}/{name}" if where else f"{qd.host}/{qd.queue}: {name}"
+    return set_aside(dir_fd, name, qd.fd(paths.QUARANTINE_DIR), f"{name}.{at}", label)
+
+
+def set_aside(dir_fd: int, name: str, into_fd: int, prefix: str, label: str) -> bool:
+    """Move the entry `name` of `dir_fd` into the directory `into_fd` as `prefix` and the time
+    in ms, and log it as `label`; False if it was gone already (moved by another process,
+    which logged it). StorageUnavailable when the disk refuses the move."""
+    try:
+        kind = _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+    aside = f"{prefix}{time.time_ns() // 1_000_000}"
+    try:
+        try:
+            files.rename_noreplace(dir_fd, name, into_fd, aside)
+        except FileExistsError:  # one of that name moved aside in the same millisecond
+            aside += "-" + secrets.token_hex(3)
+            files.rename_noreplace(dir_fd, name, into_fd, aside)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageUnavailable(f"The store could not move {label} aside.") from exc
+    logger.warning("%s is %s, not one of the store's own: moved aside as %s", label, kind, aside)
+    return True
