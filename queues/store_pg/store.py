@@ -96,7 +96,7 @@ class PostgresStore:
 
     def _release_later(self, later: Later) -> None:
         with self._pool.connection() as conn:
-            dependencies.release_later(conn, self._writer.apply_one, later)
+            dependencies.release_later(conn, self._writer.apply_released, later)
 
     # -- queues -----------------------------------------------------------------------------
 
@@ -272,7 +272,7 @@ class PostgresStore:
                                 posted_by=joining.posted_by)  # fmt: skip
             for task in tasks:
                 if task.id in ended and task.id not in priors:
-                    dependencies.settle_new(conn, self._writer.apply_one, task, ended[task.id],
+                    dependencies.settle_new(conn, self._writer.apply_released, task, ended[task.id],
                                             now=now)  # fmt: skip
         self._statistics.inserted(len(tasks) - len(priors))
         return [

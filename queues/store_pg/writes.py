@@ -225,7 +225,7 @@ class Writer:
         self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
         if ended and release:  # their first waiters, in this transaction (dependencies.py)
-            dependencies.release_ended(conn, self.apply_one, ended, now=now,
+            dependencies.release_ended(conn, self.apply_released, ended, now=now,
                                        hand_on=self.hand_on)  # fmt: skip
         if ended:  # their groups, a release's endings too (groups.py)
             groups.note_ended(conn, self, ended, now=now)
@@ -235,9 +235,10 @@ class Writer:
         """One event line of no change of the task's (a group's `callback`, groups.py)."""
         self._log(conn, [(task, event, None, [], NO_REASON)], now=now)
 
-    def apply_one(self, conn: Conn, change: Change, now: int) -> None:
-        """One change of a release (dependencies.py, which releases its waiters itself)."""
-        self.apply(conn, [change], now=now, worker=None, settings=None, release=False)
+    def apply_released(self, conn: Conn, changes: list[Change], now: int) -> None:
+        """The changes of a release, of tasks of one queue (dependencies.py, which releases
+        their own waiters itself)."""
+        self.apply(conn, changes, now=now, worker=None, settings=None, release=False)
 
     def remove(
         self, conn: Conn, tasks: list[Task], *, now: int, event: str, because: Because = NO_REASON
