@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import psycopg
 from psycopg import sql
 
 from queues.store import archive, batch, paths, posting, rules
@@ -95,8 +96,11 @@ class PostgresStore:
         return self._releases.wait(timeout)
 
     def _release_later(self, later: Later) -> None:
-        with self._pool.connection() as conn:
-            dependencies.release_later(conn, self._writer.apply_released, later)
+        try:
+            with self._pool.connection() as conn:
+                dependencies.release_later(conn, self._writer.apply_released, later)
+        except psycopg.Error as exc:  # the server gone, a deadlock broken: the sweep's then
+            raise StorageUnavailable(f"The release of {later[2]}'s waiters stopped: {exc}") from exc
 
     # -- queues -----------------------------------------------------------------------------
 

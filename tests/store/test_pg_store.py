@@ -397,3 +397,12 @@ def test_a_th_events_table_of_another_schema_does_not_take_this_stores_events():
                 harness.drop()
         finally:
             conn.execute("DROP TABLE public.th_events")
+
+
+def test_a_release_the_database_refuses_is_a_storage_fault_left_to_the_sweep(ph):
+    """The background's release meets a database error (here its table gone): one line of the
+    store's logger (StorageUnavailable, no traceback), never the thread's end."""
+    with ph._conn() as conn:
+        conn.execute("DROP TABLE th_dependencies")
+    with pytest.raises(StorageUnavailable, match="stopped"):
+        ph.store._release_later((HOST, QUEUE, "0123456789abcdef", T0))
