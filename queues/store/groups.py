@@ -102,7 +102,7 @@ def _open_dir(
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) or not strays.is_stray(exc):
             raise
-    strays.move_aside(qd, parent_fd, name, where)
+    strays.move_aside(qd, parent_fd, name, where, wanted=stat.S_ISDIR)
     return paths.open_dir(parent_fd, name, create=create, fsync=fsync)
 
 
@@ -156,7 +156,7 @@ def _tidy(qd: QueueDirs, group: str, gfd: int, *, fsync: files.Durable) -> None:
             mode = os.stat(name, dir_fd=gfd, follow_symlinks=False).st_mode
         except FileNotFoundError:
             continue
-        if not want(mode) and strays.move_aside(qd, gfd, name, where):
+        if not want(mode) and strays.move_aside(qd, gfd, name, where, wanted=want):
             moved.add(name)
     if COUNT in moved:
         files.write_durable(gfd, COUNT, _TORN, fsync=fsync)
@@ -574,7 +574,7 @@ def _delete_aside(qd: QueueDirs) -> None:
                 if not name.startswith(GONE_PREFIX):
                     continue
                 if not entry.is_dir(follow_symlinks=False):  # planted: nothing of ours
-                    strays.move_aside(qd, groups_fd, name, paths.GROUPS_DIR)
+                    strays.move_aside(qd, groups_fd, name, paths.GROUPS_DIR, wanted=stat.S_ISDIR)
                     continue
                 try:
                     _delete_tree(groups_fd, name)
@@ -614,7 +614,8 @@ def _groups(qd: QueueDirs) -> list[str]:
                 if entry.is_dir(follow_symlinks=False):
                     names.append(entry.name)
                 else:
-                    strays.move_aside(qd, groups_fd, entry.name, paths.GROUPS_DIR)
+                    strays.move_aside(qd, groups_fd, entry.name, paths.GROUPS_DIR,
+                                      wanted=stat.S_ISDIR)  # fmt: skip
     except NotFound:
         return []
     return sorted(names)

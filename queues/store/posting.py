@@ -307,15 +307,17 @@ def _key(qd: QueueDirs, key_name: str) -> Any:
     """A key file's record, or None when there is none: a FIFO, a directory or a symlink
     planted under a key's name is moved aside (strays.py), and the name is free."""
     keys = qd.fd(paths.KEYS_DIR)
-    try:
-        return orjson.loads(files.read_at(keys, key_name))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if not strays.is_stray(exc):
-            raise
-    strays.move_aside(qd, keys, key_name, paths.KEYS_DIR)
-    return None
+    for _ in range(2):
+        try:
+            return orjson.loads(files.read_at(keys, key_name))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if not strays.is_stray(exc):
+                raise
+        if strays.move_aside(qd, keys, key_name, paths.KEYS_DIR):
+            return None
+    raise StorageUnavailable("The idempotency key kept changing; try again.")
 
 
 def remove_key(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> None:

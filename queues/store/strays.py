@@ -18,12 +18,15 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Callable
 
 from . import files, paths
 from .errors import StorageUnavailable
 from .paths import QueueDirs
 
 logger = logging.getLogger("taskhoster.store")
+
+Kind = Callable[[int], bool]  # stat.S_ISREG, stat.S_ISDIR: what the store's own entry is
 
 # what opening a name meets when it is no regular file (files.NotRegularFile is ENXIO), or no
 # directory where one is opened as one
@@ -51,23 +54,33 @@ def _kind(mode: int) -> str:
     return "an entry of an unknown kind"
 
 
-def move_aside(qd: QueueDirs, dir_fd: int, name: str, where: str) -> bool:
+def move_aside(
+    qd: QueueDirs, dir_fd: int, name: str, where: str, *, wanted: Kind = stat.S_ISREG
+) -> bool:
     """Move the entry `name` of the directory `dir_fd` (the queue's `where`, for the log and
-    the new name) to the queue's quarantine/ and log it; False if it was gone already.
-    StorageUnavailable when the disk refuses the move (it is met again later)."""
+    the new name) to the queue's quarantine/ and log it, unless it is of the `wanted` kind
+    (a regular file, or S_ISDIR) by now; False if it was not moved (gone, or the store's own
+    since: another process moved the planted one and made its own). StorageUnavailable when
+    the disk refuses the move (it is met again later)."""
     at = f"{where.replace('/', '-')}." if where else ""  # "": the queue's directory itself
     label = f"{qd.host}/{qd.queue}: {where}/{name}" if where else f"{qd.host}/{qd.queue}: {name}"
-    return set_aside(dir_fd, name, qd.fd(paths.QUARANTINE_DIR), f"{name}.{at}", label)
+    into = qd.fd(paths.QUARANTINE_DIR)
+    return set_aside(dir_fd, name, into, f"{name}.{at}", label, wanted=wanted)
 
 
-def set_aside(dir_fd: int, name: str, into_fd: int, prefix: str, label: str) -> bool:
+def set_aside(
+    dir_fd: int, name: str, into_fd: int, prefix: str, label: str, *, wanted: Kind = stat.S_ISREG
+) -> bool:
     """Move the entry `name` of `dir_fd` into the directory `into_fd` as `prefix` and the time
-    in ms, and log it as `label`; False if it was gone already (moved by another process,
-    which logged it). StorageUnavailable when the disk refuses the move."""
+    in ms, and log it as `label`, unless it is of the `wanted` kind; whether it was moved.
+    StorageUnavailable when the disk refuses the move."""
     try:
-        kind = _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
     except FileNotFoundError:
         return False
+    if wanted(mode):
+        return False
+    kind = _kind(mode)
     aside = f"{prefix}{time.time_ns() // 1_000_000}"
     try:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -334,3 +335,22 @@ def test_a_planted_entry_the_disk_will_not_move_is_a_503_not_a_hang(q, moved):
     finally:
         files.FAULTS.reset()
     assert moved() == 0
+
+
+def test_an_entry_that_is_the_stores_own_kind_by_the_time_it_is_moved_stays(q, moved):
+    """Between the open that met a planted entry and its move, another process may have moved
+    it aside and made the store's own file there: that one is never moved."""
+    from queues.store import strays
+
+    dependents = q.queue_dir / "dependents"
+    (dependents / f"{PLANTED}.waiters").write_bytes(b"\nresize/0123456789abcdef\n")
+    (dependents / "members").mkdir()
+    os.mkfifo(dependents / "fifo.waiters")
+    with q.store.queue_dirs(HOST, QUEUE) as qd:
+        fd = qd.fd("dependents")
+        assert not strays.move_aside(qd, fd, f"{PLANTED}.waiters", "dependents")
+        assert not strays.move_aside(qd, fd, "members", "dependents", wanted=stat.S_ISDIR)
+        assert strays.move_aside(qd, fd, "fifo.waiters", "dependents")
+        assert not strays.move_aside(qd, fd, "gone.waiters", "dependents")
+    assert sorted(os.listdir(dependents)) == [f"{PLANTED}.waiters", "members"]
+    assert moved() == 1
