@@ -9,7 +9,8 @@ The run fails on (issue 21):
 - a 5xx other than the documented `503 storage_unavailable` (the load's logs, and any 5xx but
   503 in gunicorn's access log);
 - after the faults end: a file in pending/ or processing/ that is not a task of this queue (a
-  planted FIFO, corrupt, truncated, foreign or other queue's file the sweep left), or a
+  planted FIFO, corrupt, truncated, foreign or other queue's file the sweep left), a directory,
+  FIFO or symlink left where the store keeps its own files (dependents/, groups/, keys/), or a
   processing task whose lease has lapsed and was not taken back (after_faults.json);
 - an event line lost or unparseable: a whole event line glued after a torn fragment (the
   ingester cannot read it), a torn fragment whose next line is not a whole, stored event line,
@@ -102,8 +103,9 @@ def read_tasks(queue_dir: Path) -> dict[str, dict[str, Any]]:
 def state_problems(queue_dir: Path, now_ms: int, grace_ms: int) -> list[str]:
     """What in pending/ and processing/ is neither claimable nor held by a live lease: entries
     named as tasks (`<id>.json`) that are not this queue's readable tasks, and processing tasks
-    whose lease lapsed over `grace_ms` ago (the sweep should have taken them back). A regular
-    file not named as a task (a `notes.txt`) is no task and is left to `foreign_files`."""
+    whose lease lapsed over `grace_ms` ago (the sweep should have taken them back); and what
+    was planted beside them and not moved aside (beside_problems). A regular file not named as
+    a task (a `notes.txt`) is no task and is left to `foreign_files`."""
     problems = []
     for state in ("pending", "processing"):
         try:
@@ -136,6 +138,55 @@ def state_problems(queue_dir: Path, now_ms: int, grace_ms: int) -> list[str]:
                 until = lease.get("until") if isinstance(lease, dict) else None
                 if not isinstance(until, int) or until < now_ms - grace_ms:
                     problems.append(f"{where}: its lease lapsed {now_ms - (until or 0)} ms ago")
+    return problems + beside_problems(queue_dir)
+
+
+_GROUP_FILES = ("count", "owner", "closing", "closed", "callback", "unfinished")
+_GROUP_DIRS = ("members", "ended")
+_GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
+_KEY_NAME = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
+
+
+def _is_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def beside_problems(queue_dir: Path) -> list[str]:
+    """What the sweep should have moved aside where the store keeps its own files beside the
+    state directories: anything but a regular file as a task's waiters, a key or one of a
+    group's files, anything but a directory as a group or its members/ and ended/."""
+    problems = []
+
+    def listed(directory: Path) -> list[Path]:
+        try:
+            return sorted(directory.iterdir())
+        except OSError:
+            return []
+
+    for path in listed(queue_dir / "dependents"):
+        if path.name.endswith(".waiters") and not _is_file(path):
+            problems.append(f"dependents/{path.name}: not a regular file, left in place")
+    for path in listed(queue_dir / "keys"):
+        if _KEY_NAME.fullmatch(path.name) and not _is_file(path):
+            problems.append(f"keys/{path.name}: not a regular file, left in place")
+    for path in listed(queue_dir / "groups"):
+        if not (_GROUP_NAME.fullmatch(path.name) or path.name.startswith(".gone-")):
+            continue
+        if not _is_dir(path):
+            problems.append(f"groups/{path.name}: not a directory, left in place")
+            continue
+        for name in _GROUP_FILES:
+            entry = path / name
+            if os.path.lexists(entry) and not _is_file(entry):
+                problems.append(f"groups/{path.name}/{name}: not a regular file, left in place")
+        for name in _GROUP_DIRS:
+            entry = path / name
+            if os.path.lexists(entry) and not _is_dir(entry):
+                problems.append(f"groups/{path.name}/{name}: not a directory, left in place")
     return problems
 
 

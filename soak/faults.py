@@ -8,7 +8,10 @@ the logs disk is ext4 (mounts.py); a tmpfs's read-only remount is refused by the
 process holds a file there open for writing: it is tried for 2 s and otherwise noted as not
 applied.
 Planted files (FIFOs, corrupt, truncated, foreign, another queue's record) are left for the
-sweep: the checks want them out of the state directories once the faults end. Control
+sweep: the checks want them out of the state directories once the faults end. So are the
+directories, FIFOs and symlinks planted where the store keeps its own files beside them (a
+task's waiters in dependents/, a group or a group's count, owner, members/... in groups/, a key
+in keys/): the checks want them moved aside too, and the pass that meets them must go on. Control
 characters go in every text field a request has; whatever the server answers is judged like any
 other answer (a 5xx other than a 503 fails the run), and a task it accepts must end like any.
 The only processes the injector kills are serve's sweep and ingester children, once each,
@@ -46,8 +49,16 @@ BASE_COUNTS = {
     "truncated": 3,
     "foreign": 2,
     "other_queue": 2,
+    "beside_dependents": 2,
+    "beside_groups": 2,
+    "beside_keys": 2,
     "control_chars": 12,
 }
+# what is planted where the store keeps its own files beside the state directories
+BESIDE_KINDS = ("directory", "fifo", "symlink")
+# a group's entries: the store's files, and its two directories
+GROUP_FILES = ("count", "owner", "closing", "closed", "callback", "unfinished")
+GROUP_DIRS = ("members", "ended")
 ONCE = ("kill_sweep", "kill_ingest")
 WARM_UP_SECONDS = 30
 CONTROL = "\x00\x01\x07\x08\x0b\x0c\x1b[31m\x7f\u2028\ufeff"
@@ -80,6 +91,7 @@ class Injector:
                 ops.insert(self.rng.randrange(len(ops) // 2, len(ops) + 1), op)
         self.ops = ops
         self.log = Log(str(run_dir / "faults.jsonl"))
+        self.log_dir = run_dir
         self.queue_dir = server.items / HOST / QUEUE
         self.done: dict[str, int] = {}
         self.hostile = Hostile(ctx, self.rng)
@@ -238,6 +250,57 @@ class Injector:
         record.update(id=tid, queue="elsewhere", host="other.example.com")
         data = json.dumps(record).encode()
         self.plant("other_queue", self.rng.choice(("pending", "processing")), f"{tid}.json", data)
+
+    # -- entries planted beside the state directories ---------------------------------------
+
+    def plant_beside(self, op: str, path: Path, kind: str) -> None:
+        """A directory, a FIFO or a symlink (to a FIFO outside the store: a store that followed
+        it would block) at `path`."""
+        if kind == "directory":
+            path.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(path, 0o644)
+        else:
+            target = self.log_dir / f"planted-target-{new_id(self.rng)}"
+            os.mkfifo(target, 0o644)
+            path.symlink_to(target)
+        self.note(op, path=str(path.relative_to(self.queue_dir)), kind=kind)
+
+    def pending_id(self) -> str:
+        """The id of a task in pending/ (a fresh one when none is there)."""
+        with contextlib.suppress(OSError):
+            names = [e.name for e in os.scandir(self.queue_dir / "pending")
+                     if e.name.endswith(".json") and len(e.name) == 21]  # fmt: skip
+            if names:
+                return self.rng.choice(names)[:16]
+        return new_id(self.rng)
+
+    def beside_dependents(self) -> None:
+        """As the waiters of a pending task (met when it ends) or of no task."""
+        task_id = self.pending_id() if self.rng.random() < 0.5 else new_id(self.rng)
+        kind = self.rng.choice(BESIDE_KINDS)
+        self.plant_beside("beside_dependents", self.queue_dir / "dependents" /
+                          f"{task_id}.waiters", kind)  # fmt: skip
+
+    def beside_groups(self) -> None:
+        """As a group (anything but a directory), or as an entry of a group made for it."""
+        groups = self.queue_dir / "groups"
+        groups.mkdir(exist_ok=True)
+        name = f"soak-{new_id(self.rng)[:8]}"
+        if self.rng.random() < 0.3:
+            kind = self.rng.choice(("fifo", "symlink"))
+            self.plant_beside("beside_groups", groups / name, kind)
+            return
+        (groups / name).mkdir()
+        entry = self.rng.choice(GROUP_FILES + GROUP_DIRS)
+        kinds = BESIDE_KINDS if entry in GROUP_FILES else ("fifo", "symlink")
+        self.plant_beside("beside_groups", groups / name / entry, self.rng.choice(kinds))
+
+    def beside_keys(self) -> None:
+        """Under a key's name (32 hex digits and .json) that no post of the load uses."""
+        name = f"{self.rng.getrandbits(128):032x}.json"
+        kind = self.rng.choice(BESIDE_KINDS)
+        self.plant_beside("beside_keys", self.queue_dir / "keys" / name, kind)
 
     # -- requests ----------------------------------------------------------------------------
 

@@ -13,14 +13,18 @@ their public face.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 from . import copies, dependencies, files, groups, paths, posting
 from .archive import PayloadArchive
+from .background import Background
 from .dircount import DirCounts
 from .done_records import DoneRecords
 from .errors import StorageUnavailable
@@ -65,9 +69,14 @@ class QueueCore:
             lock=self.lock,
             on_close=self._closed,
         )
+        # the releases of dependents an ending's request handed on (dependencies.py)
+        self.releases: Background[dependencies.Later] = Background(
+            functools.partial(dependencies.release_later, self), name="taskhoster-release"
+        )
         self._finalizer = weakref.finalize(self, _close, self.root_fd, self._queues, self.log)
 
     def close(self) -> None:
+        self.releases.wait()  # they use the queues' directories, closed next
         with self.lock:
             self._finalizer()
 
@@ -133,12 +142,13 @@ class QueueCore:
                 return prior
         # Archived once the id is surely this task's (a replay archives nothing), and before
         # the task is written, so that a post that fails here has posted nothing.
-        archived = (
-            [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
-            if settings.archive_payloads
-            else []
-        )
-        posting.write_task(qd, task, fsync=self.fsync)
+        with self._keys_back_on_failure(qd, [task]):
+            archived = (
+                [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
+                if settings.archive_payloads
+                else []
+            )
+            posting.write_task(qd, task, fsync=self.fsync)
         self.note_pending(qd, task)
         try:
             self.log.append(task, "posted", now=now, archived=archived, because=because)
@@ -148,6 +158,22 @@ class QueueCore:
             if self._withdraw(qd, task):
                 raise
         return None
+
+    @contextlib.contextmanager
+    def _keys_back_on_failure(self, qd: QueueDirs, tasks: list[Task]) -> Iterator[None]:
+        """The keys these tasks' post just made its own are removed again when the block fails
+        before the tasks are written (the archive refused their items, say): a key left so
+        would complete its task from the key at the next post with it, a task without its
+        `posted` line or archive, for a post that was answered 503. A task written all the
+        same (a flush failed after its rename) keeps its key: a retry answers it."""
+        try:
+            yield
+        except BaseException:
+            for task in tasks:
+                with contextlib.suppress(OSError, StorageUnavailable):
+                    if not copies.exists(qd, task.id):
+                        posting.remove_key(qd, task, fsync=self.fsync)
+            raise
 
     def _withdraw(self, qd: QueueDirs, task: Task) -> bool:
         """Take back a task just written into pending/ (posting.withdraw_task): whether it is
@@ -172,13 +198,14 @@ class QueueCore:
         posting.check_keys(qd, keyed)  # before anything of the batch is written
         priors = posting.settle_keys(qd, keyed, fsync=self.fsync) if keyed else {}
         new = [task for task in tasks if task.id not in priors]
-        archived = {
-            task.id: [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
-            if settings.archive_payloads
-            else []
-            for task in new
-        }
-        posting.write_tasks(qd, new, fsync=self.fsync)
+        with self._keys_back_on_failure(qd, new):
+            archived = {
+                task.id: [self.archive.write(qd.host, qd.queue, task.id, "item", task.item)]
+                if settings.archive_payloads
+                else []
+                for task in new
+            }
+            posting.write_tasks(qd, new, fsync=self.fsync)
         for task in new:
             self.note_pending(qd, task)
         try:

@@ -17,6 +17,12 @@ post); an ending releases the waiters after its own record is written, and the f
 after every waiter was released. The sweep's pass over dependents/ releases what a crash in
 between left. Every release is idempotent (rules.plan_release), so two of them at once, or one
 done twice, change a waiting task once.
+
+An ending's request changes at most RELEASE_STEP waiters (a chain's included) before it
+answers; what is left it hands to a thread of its process (background.py), which releases the
+rest at once, so the answer is bounded whatever waits for the task, and the waiters are
+released a moment later. The dependents file stays until every waiter was released, so a
+process that dies first leaves it to the sweep, as a crash does.
 """
 
 from __future__ import annotations
@@ -30,16 +36,27 @@ from collections import deque
 from contextlib import AbstractContextManager
 from typing import Literal, Protocol
 
-from . import copies, files, paths, rules
+from . import copies, files, paths, rules, strays
+from .background import Background
 from .errors import NotFound, StoreError
 from .paths import QueueDirs
 from .records import State, Task
+
+# the waiters an ending's request changes at most (one record and one line each) before it
+# answers; the rest are released by the process's background thread
+RELEASE_STEP = 100
+
+# a task whose waiters are to be released: host, queue, id, and how it ended (None: gone)
+Awaited = tuple[str, str, str, State | None]
+# one handed to the background: host, queue, id, and the time of its ending
+Later = tuple[str, str, str, int]
 
 
 class QueueCore(Protocol):
     """What of core.QueueCore this module uses (core.py calls it: no import back)."""
 
     fsync: files.Durable
+    releases: Background[Later]
 
     def queue_dirs(
         self, host: str, queue: str, *, create: bool = False
@@ -79,8 +96,7 @@ def register(core: QueueCore, task: Task, waiting: list[str]) -> None:
     for ref in waiting:
         queue, task_id = rules.split_ref(ref)
         with core.queue_dirs(task.host, queue) as qd:
-            files.append_line_at(qd.fd(paths.DEPENDENTS_DIR), waiters_file(task_id),
-                                 waiter.encode(), fsync=core.fsync)  # fmt: skip
+            _register(core, qd, waiters_file(task_id), waiter.encode())
 
 
 def statuses(core: QueueCore, task: Task) -> dict[str, State | None]:
@@ -95,6 +111,19 @@ def statuses(core: QueueCore, task: Task) -> dict[str, State | None]:
         except NotFound:
             found[ref] = None
     return found
+
+
+def _register(core: QueueCore, qd: QueueDirs, name: str, waiter: bytes) -> None:
+    """Append a waiter's line to a dependents file; one planted there that is no regular
+    file (a FIFO would make the open wait for a reader) is moved aside first."""
+    dependents = qd.fd(paths.DEPENDENTS_DIR)
+    try:
+        files.append_line_at(dependents, name, waiter, fsync=core.fsync)
+    except OSError as exc:
+        if not strays.is_stray(exc):
+            raise
+        strays.move_aside(qd, dependents, name, paths.DEPENDENTS_DIR)
+        files.append_line_at(dependents, name, waiter, fsync=core.fsync)
 
 
 def settle_new(core: QueueCore, task: Task, *, now: int) -> None:
@@ -122,40 +151,87 @@ _releasing = threading.local()
 
 
 def release_ended(core: QueueCore, ended: list[Task], *, now: int) -> None:
-    """Release the waiters of tasks that just ended (QueueCore.apply calls it). A waiter it
-    ends (a failed dependency) has its own waiters released in turn, from a work list rather
-    than by recursion, so a long chain cannot overflow the stack. What fails here is left to
+    """Release the waiters of tasks that just ended (QueueCore.apply calls it), at most
+    RELEASE_STEP of them; the rest are handed to the background. What fails here is left to
     the sweep's pass: the ending itself stands."""
-    work: deque[Task] | None = getattr(_releasing, "work", None)
+    work: deque[Awaited] | None = getattr(_releasing, "work", None)
+    awaited = [(t.host, t.queue, t.id, t.status) for t in ended]
     if work is not None:  # inside a release already: the outer loop takes these too
-        work.extend(ended)
+        work.extend(awaited)
         return
-    _releasing.work = work = deque(ended)
+    left = _release(core, deque(awaited), now=now, step=RELEASE_STEP)
+    if left:
+        core.releases.hand((host, queue, task_id, now) for host, queue, task_id, _ in left)
+
+
+def release_later(core: QueueCore, later: Later) -> None:
+    """The background's part (QueueCore.releases): every waiter of a task an ending handed
+    on, as it stands now: one that is running again (retried since) keeps its waiters for
+    its next ending."""
+    host, queue, task_id, now = later
+    ended = _ended(core, host, queue, task_id)
+    if ended is not False:
+        _release(core, deque([(host, queue, task_id, ended)]), now=now, step=None)
+
+
+def _release(core: QueueCore, work: deque[Awaited], *, now: int, step: int | None) -> list[Awaited]:
+    """Release the waiters of the tasks in `work`; a waiter it ends (a failed dependency) has
+    its own waiters released in turn, from the work list rather than by recursion, so a long
+    chain cannot overflow the stack. With `step`, stop after that many waiters: what is left
+    of the work (the task being released first, its file still there) is returned."""
+    _releasing.work = work
     try:
-        while work:
-            task = work.popleft()
-            with contextlib.suppress(OSError, StoreError):
-                release_dependents(core, task.host, task.queue, task.id, task.status, now=now)
+        while work and (step is None or step > 0):
+            host, queue, task_id, ended = work[0]
+            try:
+                looked, whole = release_dependents(core, host, queue, task_id, ended, now=now,
+                                                   limit=step)  # fmt: skip
+            except (OSError, StoreError):
+                looked, whole = 0, True  # left to the sweep's pass
+            if not whole:
+                break  # its file stays: the rest of its waiters are the caller's to hand on
+            if step is not None:
+                step -= looked
+            work.popleft()
+        return list(work)
     finally:
         _releasing.work = None
 
 
 def release_dependents(
-    core: QueueCore, host: str, queue: str, task_id: str, ended: State | None, *, now: int
-) -> int:
-    """Release every waiter of one ended (or gone: None) task, then drop its dependents file;
-    how many waiters it named (0: nobody waited for it)."""
+    core: QueueCore,
+    host: str,
+    queue: str,
+    task_id: str,
+    ended: State | None,
+    *,
+    now: int,
+    limit: int | None = None,
+) -> tuple[int, bool]:
+    """Release the waiters of one ended (or gone: None) task, at most `limit` of them, then
+    drop its dependents file if that was all of them: how many waiters it changed or looked
+    at (0: nobody waited for it), and whether that was all."""
     name = waiters_file(task_id)
     with core.queue_dirs(host, queue) as qd:
         try:
             waiters = _waiters(files.read_at(qd.fd(paths.DEPENDENTS_DIR), name))
         except FileNotFoundError:
-            return 0
+            return 0, True
+        except OSError as exc:
+            if not strays.is_stray(exc):
+                raise
+            # planted, not ours: it names no waiter (a post's own look releases its task)
+            strays.move_aside(qd, qd.fd(paths.DEPENDENTS_DIR), name, paths.DEPENDENTS_DIR)
+            return 0, True
+        if limit is not None and len(waiters) > limit:
+            for waiter in waiters[:limit]:
+                release_one(core, host, f"{queue}/{task_id}", ended, waiter, now=now)
+            return limit, False
         for waiter in waiters:
             release_one(core, host, f"{queue}/{task_id}", ended, waiter, now=now)
         with contextlib.suppress(FileNotFoundError):
             files.unlink(qd.fd(paths.DEPENDENTS_DIR), name, fsync=core.fsync)
-    return len(waiters)
+    return len(waiters), True
 
 
 def release_one(
@@ -176,18 +252,23 @@ def release_one(
 
 def sweep_dependents(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
     """The sweep's pass over a queue's dependents/: every task there that has ended (or is
-    gone) has its waiters released, as its ending would have, had it not crashed first. Costs
-    what the queue's awaited tasks are; returns how many waiters were looked at."""
-    looked = 0
+    gone) has its waiters released, as its ending would have, had it not crashed first (or had
+    its process's background finished). Costs what the queue's awaited tasks are; returns how
+    many ended tasks it released the waiters of."""
+    released = 0
     for entry in os.scandir(qd.fd(paths.DEPENDENTS_DIR)):
         match = _WAITERS_FILE.fullmatch(entry.name)
         if match is None:
             continue
+        if not entry.is_file(follow_symlinks=False):  # a FIFO, a directory, a symlink
+            strays.move_aside(qd, qd.fd(paths.DEPENDENTS_DIR), entry.name, paths.DEPENDENTS_DIR)
+            continue
         task_id = match.group(1)
         ended = _ended(core, qd.host, qd.queue, task_id)
         if ended is not False:
-            looked += release_dependents(core, qd.host, qd.queue, task_id, ended, now=now)
-    return looked
+            _release(core, deque([(qd.host, qd.queue, task_id, ended)]), now=now, step=None)
+            released += 1
+    return released
 
 
 _WAITERS_FILE = re.compile(r"([0-9a-f]{16})\.waiters", re.ASCII)

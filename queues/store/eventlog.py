@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from . import files, paths
+from . import files, paths, strays
 from .errors import StorageUnavailable
 from .records import Task
 from .spool import Spool
@@ -146,15 +147,39 @@ def _open_day_file(tasks_dir: files.LogsTopDir, day: dt.date) -> _DayFile:
     path = paths.day_file(Path(tasks_dir.path).parent, day)
     with files.storage_errors("the event log"):
         try:
-            fd = files.open_append(str(path))
+            fd = _open_regular(path)
         except FileNotFoundError:  # tasks/ could not be made when the store opened, or is gone
             tasks_dir.make()
-            fd = files.open_append(str(path))
+            fd = _open_regular(path)
     try:
         torn = files.ends_mid_line(fd)
     except OSError:
         torn = True  # not known: an empty line costs readers nothing, a glued one a line
     return _DayFile(day, fd, str(path), torn=torn)
+
+
+def _open_regular(path: Path) -> int:
+    """The day-file, open to append. Anything else planted under its name (a FIFO, whose
+    buffer would take lines nobody reads and then block every append; a directory; a
+    symlink) is renamed aside first, to a name readers pass over (`<day>.jsonl.quarantined-<ms>`,
+    strays.py)."""
+    for _ in range(2):
+        try:
+            fd = files.open_append(str(path))
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) or not strays.is_stray(exc):
+                raise
+        else:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            strays.set_aside(parent, path.name, parent, f"{path.name}.quarantined-",
+                             f"tasks/{path.name}")  # fmt: skip
+        finally:
+            os.close(parent)
+    raise StorageUnavailable("The day-file keeps being replaced.")
 
 
 # Every line the store writes starts so (orjson keeps the key order, and a name inside a JSON

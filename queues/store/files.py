@@ -348,10 +348,24 @@ def write_durable(dir_fd: int, name: str, data: bytes, *, fsync: Durable) -> Non
 
 
 def open_record_file(dir_fd: int, name: str) -> int:
-    """Open (making it if new) a small file a lock holder rewrites in place (write_record)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    """Open (making it if new) a small file a lock holder rewrites in place (write_record);
+    NotRegularFile for a FIFO or device planted there (ELOOP: a symlink, EISDIR: a directory)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     fd: int = _call("open", os.open, name, flags, FILE_MODE, dir_fd=dir_fd)
+    _regular_or_closed(fd, name)
     return fd
+
+
+def _regular_or_closed(fd: int, name: str) -> None:
+    """NotRegularFile (and `fd` closed) unless `fd` is open on a regular file."""
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise NotRegularFile(name)
 
 
 def write_record(fd: int, data: bytes, *, fsync: Durable) -> None:
@@ -713,9 +727,12 @@ def lock_open(
 def append_line_at(dir_fd: int, name: str, line: bytes, *, fsync: Durable) -> None:
     """Append one line to a file of lines below `dir_fd`, made if missing (a task's waiters:
     queues.store.dependencies). The line starts on a fresh line, so a fragment a crash left
-    at the end is never glued to it; readers pass over what is not a whole line."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    at the end is never glued to it; readers pass over what is not a whole line. A FIFO or
+    device planted there is never written to (NotRegularFile; ENXIO when a FIFO has no
+    reader, ELOOP for a symlink, EISDIR for a directory): an open would wait for a reader."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     fd = int(_call("open", os.open, name, flags, FILE_MODE, dir_fd=dir_fd))
+    _regular_or_closed(fd, name)
     try:
         data = b"\n" + line + b"\n"
         if _call("append", os.write, fd, data) != len(data):

@@ -26,7 +26,7 @@ import threading
 
 import orjson
 
-from . import copies, files
+from . import copies, files, strays
 from .clock import now_ms
 from .dircount import DirCounts
 from .errors import CorruptRecord
@@ -70,7 +70,7 @@ class Flow:
 
     def __init__(self, qd: QueueDirs) -> None:
         self.pid = _pid
-        self.fd = files.open_record_file(qd.fd("pending"), "../" + BUCKET_FILE)
+        self.fd = _open_flow(qd)
         self.lock = threading.Lock()  # the flock is the open file's, shared by the threads
         self.keys: dict[str, str | None] = {}
         self.key_counts: dict[str, int] = {}
@@ -218,6 +218,22 @@ class ClaimLock:
             fcntl.flock(self._flow.fd, fcntl.LOCK_UN)
         finally:
             self._flow.lock.release()
+
+
+def _open_flow(qd: QueueDirs) -> int:
+    """The queue's flow.json, open; anything else planted in its place (a symlink, a FIFO, a
+    directory) is moved aside first (strays.py), and the new file is a full bucket."""
+    try:
+        return files.open_record_file(qd.fd("pending"), "../" + BUCKET_FILE)
+    except OSError as exc:
+        if not strays.is_stray(exc):
+            raise
+    queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    try:
+        strays.move_aside(qd, queue_fd, BUCKET_FILE, "")
+    finally:
+        os.close(queue_fd)
+    return files.open_record_file(qd.fd("pending"), "../" + BUCKET_FILE)
 
 
 def _flow_of(qd: QueueDirs) -> Flow:

@@ -12,19 +12,23 @@ A group lives in its queue's groups/ directory, `groups/<group>/`:
     ended/<id>   the outcome the member first ended with, made content first and exclusively
                  (a no-replace rename): a member counts once, however often it ends
     unfinished   the members that did not finish, one line each (the callback's list)
+    closing      the onComplete of a closing post whose tasks are being written, and their ids
     closed       the onComplete of the post that closed the group (it takes no more members)
     callback     the callback task posted, "queue" and "id": the group is done
 
 An ending costs what one member is, never what the group holds: under the lock, one marker,
 one line when it did not finish, one rewrite of the count. The order makes a crash harmless:
 a post registers its members (and raises `posted`) before it writes them, so the count never
-says "all ended" while one is unwritten; the closing post writes `closed` after its members'
-count; an ending marks and counts after its own record is written. What a crash leaves in
+says "all ended" while one is unwritten; the closing post writes `closing` after its members'
+count and renames it `closed` once its tasks are written, so a refused closing post (no room,
+a disk that refused) closes nothing; an ending marks and counts after its own record is
+written. What a crash leaves in
 between (a record ended but not counted, a count a marker ahead of it, a member registered and
-never written) the sweep's recount repairs (sweep_groups), so a crash delays the callback and
-never loses or doubles it. The callback is posted with an Idempotency-Key derived from the
-group (rules.callback_key), so two enders or two sweeps that both see the group complete post
-one task, and `callback` stops any later post once the key is cleaned with its task.
+never written, a `closing` whose post died) the sweep's recount repairs (sweep_groups), so a
+crash delays the callback and never loses or doubles it. The callback is posted with an
+Idempotency-Key derived from the group (rules.callback_key), so two enders or two sweeps that
+both see the group complete post one task, and `callback` stops any later post once the key is
+cleaned with its task.
 
 A called-back group goes with its callback task: once that task is gone (cleaned by its queue's
 retention, or deleted), the sweep renames the group's directory aside (`.gone-<group>-<hex>`,
@@ -41,13 +45,14 @@ import errno
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import orjson
 
-from . import copies, files, paths, rules, sequence
+from . import copies, files, paths, rules, sequence, strays
 from .batch import OnComplete
 from .errors import GroupClosed, IdempotencyKeyReused, NotFound, StoreError
 from .eventlog import EventLog
@@ -58,6 +63,9 @@ from .settings import QueueSettings
 
 COUNT, MEMBERS, ENDED = "count", "members", "ended"
 CLOSED, CALLBACK, UNFINISHED = "closed", "callback", "unfinished"
+# the closing post's onComplete and task ids while its tasks are written: renamed to `closed`
+# once they are, taken back when the post is refused
+CLOSING = "closing"
 OWNER = "owner"  # the producer of the group's first post: only its posts join the group
 GONE_PREFIX = ".gone-"  # a removed group's directory, renamed aside until it is deleted
 _REMOVALS_MET = 3  # a post that finds its group removed under it this often is refused
@@ -84,6 +92,20 @@ class QueueCore(Protocol):
 # -- the group's directory and its count ------------------------------------------------------
 
 
+def _open_dir(
+    qd: QueueDirs, parent_fd: int, name: str, where: str, *, create: bool, fsync: files.Durable
+) -> int:
+    """paths.open_dir, with anything but a directory planted at the name (a FIFO, a file, a
+    symlink) moved aside first (strays.py); FileNotFoundError for none, unless `create`."""
+    try:
+        return paths.open_dir(parent_fd, name, create=create, fsync=fsync)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or not strays.is_stray(exc):
+            raise
+    strays.move_aside(qd, parent_fd, name, where, wanted=stat.S_ISDIR)
+    return paths.open_dir(parent_fd, name, create=create, fsync=fsync)
+
+
 @contextlib.contextmanager
 def _groups_dir(qd: QueueDirs, *, create: bool, fsync: files.Durable) -> Iterator[int]:
     """The queue's groups/ directory, open for the block (NotFound when it was never made)."""
@@ -91,7 +113,7 @@ def _groups_dir(qd: QueueDirs, *, create: bool, fsync: files.Durable) -> Iterato
     # symlink): no descriptor more is kept open per queue for groups
     queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
     try:
-        groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=create, fsync=fsync)
+        groups_fd = _open_dir(qd, queue_fd, paths.GROUPS_DIR, "", create=create, fsync=fsync)
     except FileNotFoundError as exc:
         raise NotFound() from exc
     finally:
@@ -107,13 +129,63 @@ def _group_dir(qd: QueueDirs, group: str, *, create: bool, fsync: files.Durable)
     """The group's directory, open for the block (NotFound for a group never posted to)."""
     with _groups_dir(qd, create=create, fsync=fsync) as groups_fd:
         try:
-            gfd = paths.open_dir(groups_fd, group, create=create, fsync=fsync)
+            gfd = _open_dir(qd, groups_fd, group, paths.GROUPS_DIR, create=create, fsync=fsync)
         except FileNotFoundError as exc:
             raise NotFound() from exc
     try:
         yield gfd
     finally:
         os.close(gfd)
+
+
+# what each of a group's entries is: a regular file, or (members/, ended/) a directory
+_FILES = (OWNER, COUNT, CLOSING, CLOSED, CALLBACK, UNFINISHED)
+_DIRS = (MEMBERS, ENDED)
+_TORN = b"moved aside\n"  # a count written over a planted one: torn, so it is recounted
+
+
+def _tidy(qd: QueueDirs, group: str, gfd: int, *, fsync: files.Durable) -> None:
+    """Move aside what was planted under the name of one of the group's entries (strays.py):
+    a FIFO or a symlink as its count or owner, a file as its members/. A count moved aside
+    is replaced by a torn one (the next post or sweep recounts it from the members), an owner
+    by the one its closing post or members name. One fstatat per entry."""
+    where = f"{paths.GROUPS_DIR}/{group}"
+    moved = set()
+    for name, want in [*((n, stat.S_ISREG) for n in _FILES), *((n, stat.S_ISDIR) for n in _DIRS)]:
+        try:
+            mode = os.stat(name, dir_fd=gfd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if not want(mode) and strays.move_aside(qd, gfd, name, where, wanted=want):
+            moved.add(name)
+    if COUNT in moved:
+        files.write_durable(gfd, COUNT, _TORN, fsync=fsync)
+    if OWNER in moved:
+        _recover_owner(qd, gfd, fsync=fsync)
+
+
+def _recover_owner(qd: QueueDirs, gfd: int, *, fsync: files.Durable) -> None:
+    """Write the group's owner again from what says who posted to it: its closing post's
+    record, else the first of its members whose task is there. With none, the group has no
+    owner until its next post (as a new group)."""
+    for name in (CLOSED, CLOSING):
+        with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError, OSError):
+            posted_by = orjson.loads(files.read_at(gfd, name))["postedBy"]
+            files.write_durable(gfd, OWNER, orjson.dumps({"postedBy": posted_by}), fsync=fsync)
+            return
+    try:
+        members_fd = paths.open_dir(gfd, MEMBERS, create=False)
+    except OSError:
+        return
+    try:
+        names = sorted(n for n in os.listdir(members_fd) if paths.task_id_of(n + ".json"))
+    finally:
+        os.close(members_fd)
+    for task_id in names:
+        with contextlib.suppress(NotFound):
+            posted_by = copies.winner(qd, task_id).task.posted_by
+            files.write_durable(gfd, OWNER, orjson.dumps({"postedBy": posted_by}), fsync=fsync)
+            return
 
 
 def _still_named(qd: QueueDirs, group: str, gfd: int) -> bool:
@@ -206,17 +278,20 @@ def register(
     """Make `tasks` members of the group before they are written; with `on_complete`, close
     the group after them. GroupClosed if a post closed it already."""
     for _ in range(_REMOVALS_MET):
-        with _group_dir(qd, group, create=True, fsync=core.fsync) as gfd, _locked(gfd) as count:
-            if not _still_named(qd, group, gfd):
-                continue  # removed while this post waited for its lock: the name is free
-            _register(core, qd, gfd, count, tasks, on_complete, posted_by, now)
-            return
+        with _group_dir(qd, group, create=True, fsync=core.fsync) as gfd:
+            _tidy(qd, group, gfd, fsync=core.fsync)
+            with _locked(gfd) as count:
+                if not _still_named(qd, group, gfd):
+                    continue  # removed while this post waited for its lock: the name is free
+                _register(core, qd, group, gfd, count, tasks, on_complete, posted_by, now)
+                return
     raise GroupClosed()
 
 
 def _register(
     core: QueueCore,
     qd: QueueDirs,
+    group: str,
     gfd: int,
     count: _Count,
     tasks: list[Task],
@@ -229,7 +304,11 @@ def _register(
     _check_owner(gfd, posted_by, fsync=fsync)
     if _exists(gfd, CLOSED):
         raise GroupClosed()
-    counts = count.counts if count.counts is not None else _recount(core, qd, gfd, count, now)
+    if on_complete is not None and _settle_closing(core, qd, gfd, now):
+        raise GroupClosed()  # another closing post is writing its tasks (or its close stood)
+    counts = count.counts
+    if counts is None:
+        counts = _recount(core, qd, group, gfd, count, now)
     with _subdir(gfd, MEMBERS, create=True, fsync=fsync) as members:
         assert members is not None
         for task in tasks:
@@ -240,8 +319,47 @@ def _register(
         pass  # made now, so an ending never has to make a directory
     count.save(dataclasses.replace(counts, posted=counts.posted + len(tasks)), fsync=fsync)
     if on_complete is not None:  # after the count: `closed` never sees fewer members
-        closing = orjson.dumps(rules.closing_record(on_complete, posted_by))
-        files.write_durable(gfd, CLOSED, closing, fsync=fsync)
+        record = {**rules.closing_record(on_complete, posted_by), "tasks": [t.id for t in tasks]}
+        files.write_durable(gfd, CLOSING, orjson.dumps(record), fsync=fsync)
+
+
+def close(core: QueueCore, qd: QueueDirs, group: str, *, now: int) -> None:
+    """The closing post's tasks are written: its `closing` becomes `closed` (the group takes no
+    more members), and the group's callback is posted if every member has ended already."""
+    with _group_dir(qd, group, create=False, fsync=core.fsync) as gfd:
+        with _locked(gfd) as count:
+            _promote(gfd, fsync=core.fsync)
+            due = _due(gfd, count.counts)
+        if due:
+            _call_back(core, qd, gfd, group, now=now)
+
+
+def _promote(gfd: int, *, fsync: files.Durable) -> None:
+    """Under the lock: `closing` renamed `closed` (a rename: the group is closed or not)."""
+    with contextlib.suppress(FileNotFoundError):  # promoted already (by the sweep)
+        files.rename_aside(gfd, CLOSING, gfd, CLOSED)
+        if fsync:
+            files.sync_dir(gfd, fsync)
+
+
+def _settle_closing(core: QueueCore, qd: QueueDirs, gfd: int, now: int) -> bool:
+    """Under the lock: whether a `closing` stands in the group's way. One younger than
+    GROUP_GONE_MS is a post still writing its tasks (True); an older one was left by a post
+    that died: `closed` if one of its tasks was written (its close stood, True), removed if
+    none was (False, as when there is none)."""
+    try:
+        made = os.stat(CLOSING, dir_fd=gfd, follow_symlinks=False).st_mtime_ns // 1_000_000
+        record = orjson.loads(files.read_at(gfd, CLOSING))
+    except FileNotFoundError:
+        return False
+    if now - made < rules.GROUP_GONE_MS:
+        return True
+    if any(copies.exists(qd, task_id) for task_id in record.get("tasks", [])):
+        _promote(gfd, fsync=core.fsync)
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        files.unlink(gfd, CLOSING, fsync=core.fsync)
+    return False
 
 
 def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> None:
@@ -257,11 +375,21 @@ def _check_owner(gfd: int, posted_by: str | None, *, fsync: files.Durable) -> No
 
 
 def unregister(
-    core: QueueCore, qd: QueueDirs, group: str, task_ids: list[str], *, now: int
+    core: QueueCore,
+    qd: QueueDirs,
+    group: str,
+    task_ids: list[str],
+    *,
+    closing: bool = False,
+    now: int,
 ) -> None:
-    """Take back members whose post wrote nothing (an Idempotency-Key replay, a failed write)."""
+    """Take back members whose post wrote nothing (an Idempotency-Key replay, a failed write),
+    and with `closing` the close of a closing post that was refused."""
     with _group_dir(qd, group, create=False, fsync=core.fsync) as gfd:
         with _locked(gfd) as count, _subdir(gfd, MEMBERS, create=False, fsync=False) as members:
+            if closing:  # first: a group whose last members ended must not look complete
+                with contextlib.suppress(FileNotFoundError):
+                    files.unlink(gfd, CLOSING, fsync=core.fsync)
             if count.counts is None or members is None:
                 return  # the sweep's recount sees them gone
             removed = 0
@@ -395,13 +523,16 @@ def sweep_groups(core: QueueCore, qd: QueueDirs, *, now: int) -> int:
             contextlib.suppress(NotFound),
             _group_dir(qd, group, create=False, fsync=core.fsync) as gfd,
         ):
+            _tidy(qd, group, gfd, fsync=core.fsync)
             if _exists(gfd, CALLBACK):
                 if _callback_gone(core, qd, gfd):
                     _remove(qd, group, gfd)
                 continue
             looked += 1
             with _locked(gfd) as count:
-                _recount(core, qd, gfd, count, now)
+                if not _exists(gfd, CLOSED):
+                    _settle_closing(core, qd, gfd, now)  # what a closing post's crash left
+                _recount(core, qd, group, gfd, count, now)
                 due = _due(gfd, count.counts)
             if due:
                 _call_back(core, qd, gfd, group, now=now)
@@ -438,8 +569,12 @@ def _delete_aside(qd: QueueDirs) -> None:
     """Delete the directories of removed groups (renamed aside by _remove)."""
     try:
         with _groups_dir(qd, create=False, fsync=False) as groups_fd:
-            for name in os.listdir(groups_fd):
+            for entry in os.scandir(groups_fd):
+                name = entry.name
                 if not name.startswith(GONE_PREFIX):
+                    continue
+                if not entry.is_dir(follow_symlinks=False):  # planted: nothing of ours
+                    strays.move_aside(qd, groups_fd, name, paths.GROUPS_DIR, wanted=stat.S_ISDIR)
                     continue
                 try:
                     _delete_tree(groups_fd, name)
@@ -468,19 +603,22 @@ def _delete_tree(parent_fd: int, name: str) -> None:
 
 
 def _groups(qd: QueueDirs) -> list[str]:
-    """The names of the queue's groups."""
-    queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    """The names of the queue's groups; anything else than a directory under a group's name
+    is moved aside (strays.py)."""
     try:
-        groups_fd = paths.open_dir(queue_fd, paths.GROUPS_DIR, create=False)
-    except FileNotFoundError:
+        with _groups_dir(qd, create=False, fsync=False) as groups_fd:
+            names = []
+            for entry in os.scandir(groups_fd):
+                if not _valid_group(entry.name):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+                else:
+                    strays.move_aside(qd, groups_fd, entry.name, paths.GROUPS_DIR,
+                                      wanted=stat.S_ISDIR)  # fmt: skip
+    except NotFound:
         return []
-    finally:
-        os.close(queue_fd)
-    try:
-        names = os.listdir(groups_fd)
-    finally:
-        os.close(groups_fd)
-    return sorted(name for name in names if _valid_group(name))
+    return sorted(names)
 
 
 def _valid_group(name: str) -> bool:
@@ -491,15 +629,18 @@ def _valid_group(name: str) -> bool:
     return True
 
 
-def _recount(core: QueueCore, qd: QueueDirs, gfd: int, count: _Count, now: int) -> GroupCounts:
+def _recount(
+    core: QueueCore, qd: QueueDirs, group: str, gfd: int, count: _Count, now: int
+) -> GroupCounts:
     """Under the group's lock: mark the members that ended without being counted (and those
     registered but never written, once GROUP_GONE_MS have passed), then set the count to what
     the markers say, when it says otherwise."""
     with _subdir(gfd, MEMBERS, create=False, fsync=False) as members_fd, \
             _subdir(gfd, ENDED, create=True, fsync=core.fsync) as ended_fd:  # fmt: skip
         assert ended_fd is not None
-        members = _names(members_fd)
-        ended = set(_names(ended_fd))
+        where = f"{paths.GROUPS_DIR}/{group}"
+        members = _regular_names(qd, f"{where}/{MEMBERS}", members_fd)
+        ended = set(_regular_names(qd, f"{where}/{ENDED}", ended_fd))
         late = []
         for task_id in members:
             if task_id not in ended:
@@ -518,6 +659,22 @@ def _names(dir_fd: int | None) -> list[str]:
     if dir_fd is None:
         return []
     return [name for name in os.listdir(dir_fd) if paths.task_id_of(name + ".json") == name]
+
+
+def _regular_names(qd: QueueDirs, where: str, dir_fd: int | None) -> list[str]:
+    """_names of members/ or ended/ for the recount: an entry that is no regular file (a
+    FIFO or a directory under a task's name) is moved aside instead (strays.py)."""
+    if dir_fd is None:
+        return []
+    names = []
+    for entry in os.scandir(dir_fd):
+        if paths.task_id_of(entry.name + ".json") != entry.name:
+            continue
+        if entry.is_file(follow_symlinks=False):
+            names.append(entry.name)
+        else:
+            strays.move_aside(qd, dir_fd, entry.name, where)
+    return names
 
 
 def _outcome(qd: QueueDirs, members_fd: int | None, task_id: str, now: int) -> str | None:
@@ -572,6 +729,7 @@ def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tup
         core.queue_dirs(host, queue) as qd,
         _group_dir(qd, group, create=False, fsync=False) as gfd,
     ):
+        _tidy(qd, group, gfd, fsync=core.fsync)  # a page's read never meets a FIFO
         try:
             yield qd, gfd
         except FileNotFoundError as exc:  # removed as it was read (sweep_groups)

@@ -71,6 +71,14 @@ def key_file(posted_by: str | None, key: str) -> str:
     return hashlib.sha256(f"{owner}\0{key}".encode()).hexdigest()[:32] + ".json"
 
 
+_KEY_FILE = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
+
+
+def is_key_file(name: str) -> bool:
+    """Whether a name in keys/ is one key_file() makes."""
+    return _KEY_FILE.fullmatch(name) is not None
+
+
 def open_dir(parent_fd: int, name: str, *, create: bool, fsync: files.Durable = True) -> int:
     """Open a directory below `parent_fd` without following a symlink."""
     try:

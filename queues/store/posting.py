@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import orjson
 
-from . import copies, files, names, paths
+from . import copies, files, names, paths, strays
 from .errors import (
     IdempotencyKeyReused,
     InvalidItem,
@@ -153,14 +153,10 @@ def replay_of(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> Task | None
 def check_keys(qd: QueueDirs, keyed: list[tuple[int, Task]]) -> None:
     """Refuse a batch (naming the entry) whose Idempotency-Key was already used with another
     item, before anything of the batch is written."""
-    keys = qd.fd(paths.KEYS_DIR)
     for index, task in keyed:
         assert task.idempotency_key is not None
-        try:
-            key = orjson.loads(
-                files.read_at(keys, paths.key_file(task.posted_by, task.idempotency_key))
-            )
-        except FileNotFoundError:
+        key = _key(qd, paths.key_file(task.posted_by, task.idempotency_key))
+        if key is None:
             continue
         if key.get("item") != item_hash(task.item):
             raise IdempotencyKeyReused().at(index)
@@ -284,9 +280,8 @@ def _write_once(qd: QueueDirs, task_id: str, data: bytes, *, fsync: files.Durabl
 
 def _replay(qd: QueueDirs, key_name: str, task: Task, *, fsync: files.Durable) -> Task | None:
     """The task of the key's first post, or None if the key is gone (its task was cleaned)."""
-    try:
-        key = orjson.loads(files.read_at(qd.fd(paths.KEYS_DIR), key_name))
-    except FileNotFoundError:
+    key = _key(qd, key_name)
+    if key is None:
         return None
     if key.get("item") != item_hash(task.item):
         raise IdempotencyKeyReused()
@@ -298,14 +293,31 @@ def _replay(qd: QueueDirs, key_name: str, task: Task, *, fsync: files.Durable) -
         return copies.winner(qd, first.id).task
 
 
+def _key(qd: QueueDirs, key_name: str) -> Any:
+    """A key file's record, or None when there is none: a FIFO, a directory or a symlink
+    planted under a key's name is moved aside (strays.py), and the name is free."""
+    keys = qd.fd(paths.KEYS_DIR)
+    for _ in range(2):
+        try:
+            return orjson.loads(files.read_at(keys, key_name))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if not strays.is_stray(exc):
+                raise
+        if strays.move_aside(qd, keys, key_name, paths.KEYS_DIR):
+            return None
+    raise StorageUnavailable("The idempotency key kept changing; try again.")
+
+
 def remove_key(qd: QueueDirs, task: Task, *, fsync: files.Durable) -> None:
     """Drop a cleaned task's key, if it is still this task's."""
     if task.idempotency_key is None:
         return
     keys = qd.fd(paths.KEYS_DIR)
     name = paths.key_file(task.posted_by, task.idempotency_key)
-    try:
-        if orjson.loads(files.read_at(keys, name)).get("id") == task.id:
-            files.unlink(keys, name, fsync=fsync)
-    except FileNotFoundError:
-        pass  # already gone
+    key = _key(qd, name)
+    if key is None or key.get("id") != task.id:
+        return  # already gone, or another task's
+    with contextlib.suppress(FileNotFoundError):
+        files.unlink(keys, name, fsync=fsync)

@@ -175,15 +175,24 @@ def _members(
     if new:
         groups.register(core, qd, group, new, on_complete=on_complete, posted_by=posted_by,
                         now=now)  # fmt: skip
+    closing = on_complete is not None and bool(new)
     written: list[str] = []
+    stood = False
     try:
         yield written
+        stood = bool(written)
     finally:
         unwritten = [t.id for t in new if t.id not in set(written)]
-        if unwritten:
-            # what fails here the sweep's recount counts as gone
+        if unwritten or (closing and not stood):
+            # a refused closing post closes nothing; what fails here the sweep's recount
+            # counts as gone (and a `closing` left, as its crash's)
             with contextlib.suppress(OSError, StoreError):
-                groups.unregister(core, qd, group, unwritten, now=now)
+                groups.unregister(core, qd, group, unwritten, closing=closing and not stood,
+                                  now=now)  # fmt: skip
+        if closing and stood:
+            # the post stands whatever this meets: a `closing` it leaves, the sweep closes
+            with contextlib.suppress(OSError, StoreError):
+                groups.close(core, qd, group, now=now)
 
 
 def _replays(qd: QueueDirs, tasks: list[Task], *, fsync: Durable) -> int:

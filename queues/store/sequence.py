@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 
+from . import strays
 from .errors import StorageUnavailable
 from .paths import QueueDirs
 
@@ -29,9 +31,7 @@ _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 def draw(qd: QueueDirs, count: int, *, posted_at: int) -> int:
     """The first of `count` consecutive numbers above every one drawn before in this queue."""
     try:
-        # the queue's directory, as the parent of its pending/ (which was opened without
-        # following a symlink): no descriptor more is kept open per queue for it
-        fd = os.open(f"../{SEQ_FILE}", _FLAGS, 0o644, dir_fd=qd.fd("pending"))
+        fd = _open(qd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             last = _parse(os.pread(fd, _WIDTH + 1, 0))
@@ -39,11 +39,35 @@ def draw(qd: QueueDirs, count: int, *, posted_at: int) -> int:
             os.pwrite(fd, b"%0*d" % (_WIDTH, first + count - 1), 0)
         finally:
             os.close(fd)  # and with it the lock
-    except OSError as exc:  # a full or failing disk; a symlink or FIFO planted in its place
+    except OSError as exc:  # a full or failing disk
         raise StorageUnavailable(
             f"The store could not draw the queue's post sequence: {exc.strerror}."
         ) from exc
     return first
+
+
+def _open(qd: QueueDirs) -> int:
+    """The queue's post-seq, open. Anything else planted in its place (a symlink, a FIFO, a
+    directory) is moved aside first (strays.py): the floor postedAt * PER_MS keeps the numbers
+    of a new file above the ones given before."""
+    # the queue's directory, as the parent of its pending/ (which was opened without
+    # following a symlink): no descriptor more is kept open per queue for it
+    queue_fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=qd.fd("pending"))
+    try:
+        for _ in range(2):
+            try:
+                fd = os.open(SEQ_FILE, _FLAGS, 0o644, dir_fd=queue_fd)
+            except OSError as exc:
+                if not strays.is_stray(exc):
+                    raise
+            else:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    return fd
+                os.close(fd)
+            strays.move_aside(qd, queue_fd, SEQ_FILE, "")
+        raise StorageUnavailable("The queue's post sequence file keeps being replaced.")
+    finally:
+        os.close(queue_fd)
 
 
 def _parse(data: bytes) -> int:

@@ -24,12 +24,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import files
+from . import files, strays
 from .errors import StorageUnavailable
 
 SPOOL_DIR = ".unlogged"  # not a valid host name: no listing of queues ever sees it
 SUFFIX = ".jsonl"
 DRAINING = ".draining"  # being appended now, or by a drainer that died before its unlink
+QUARANTINE_DIR = "quarantine"  # what was planted among the spool files (strays.py)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -79,7 +80,14 @@ class Spool:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False  # another drainer holds it: its lines are on their way
-            names = [n for n in os.listdir(fd) if n.endswith((SUFFIX, DRAINING))]
+            names = []
+            for entry in os.scandir(fd):
+                if not entry.name.endswith((SUFFIX, DRAINING)):
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    names.append(entry.name)
+                else:  # a FIFO or a directory under a spool file's name: never read
+                    self._set_aside(fd, entry.name)
             names.sort(key=_spooled_at)
             for name in names[:limit]:
                 draining = _spooled_at(name) + DRAINING
@@ -102,6 +110,15 @@ class Spool:
             return False  # kept for the next drain
         finally:
             os.close(fd)
+
+    def _set_aside(self, fd: int, name: str) -> None:
+        """Move a planted entry to the spool's quarantine/ (strays.py), logged once."""
+        files.make_dir(fd, QUARANTINE_DIR, fsync=False)
+        into = os.open(QUARANTINE_DIR, _DIR_FLAGS, dir_fd=fd)
+        try:
+            strays.set_aside(fd, name, into, f"{name}.", f"{SPOOL_DIR}/{name}")
+        finally:
+            os.close(into)
 
     def _open(self, *, create: bool) -> int:
         path = self.items_dir / SPOOL_DIR

@@ -57,6 +57,12 @@ class QueueStore:
     def close(self) -> None:
         self.core.close()
 
+    def wait_releases(self, timeout: float | None = None) -> bool:
+        """Block until the releases of dependents this process's endings handed on are done
+        (dependencies.RELEASE_STEP); whether they are. For tests and benchmarks: a server
+        never waits for them."""
+        return self.core.releases.wait(timeout)
+
     def queue_dirs(
         self, host: str, queue: str, *, create: bool = False
     ) -> AbstractContextManager[QueueDirs]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, dependencies, files, groups, paths, rules
+from . import copies, dependencies, files, groups, paths, rules, strays
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable, StoreError
@@ -175,8 +175,12 @@ def _remove_orphan_keys(
     same key makes a new task."""
     keys = qd.fd(paths.KEYS_DIR)
     for entry in os.scandir(keys):
-        if entry.name.startswith(files.TEMP_PREFIX) or not entry.is_file(follow_symlinks=False):
+        if entry.name.startswith(files.TEMP_PREFIX):
             continue
+        if not entry.is_file(follow_symlinks=False):
+            if paths.is_key_file(entry.name):  # planted under a key's name: moved aside
+                strays.move_aside(qd, keys, entry.name, paths.KEYS_DIR)
+            continue  # any other name is no business of the store's
         try:
             if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
                 continue

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import psycopg
 from psycopg import sql
 
 from queues.store import archive, batch, paths, posting, rules
 from queues.store import limits as flow
+from queues.store.background import Background
 from queues.store.batch import OnComplete, PostEntry, Report
 from queues.store.clock import now_ms
+from queues.store.dependencies import Later
 from queues.store.errors import (
     IdempotencyKeyReused,
     InvalidRequest,
@@ -74,15 +77,31 @@ class PostgresStore:
         self._pool = Pool(config.dsn, schema=config.schema, size=config.pool_size)
         with self._pool.connection() as conn:
             schema.ensure(conn, config)
-        self._writer = Writer(config.events_table)
+        # the releases of dependents an ending's transaction hands on (dependencies.py)
+        self._releases: Background[Later] = Background(self._release_later,
+                                                       name="taskhoster-release")  # fmt: skip
+        self._writer = Writer(config.events_table, hand_on=self._releases.hand)
         self._events = sql.Identifier(config.events_table)
         self._waits = Waits(self._pool, poll_seconds=config.poll_seconds)
         self._statistics = TableStatistics(self._pool)
         self._known_queues: set[tuple[str, str]] = set()
 
     def close(self) -> None:
+        self._releases.wait()  # they use the pool, closed next
         self._waits.close()
         self._pool.close()
+
+    def wait_releases(self, timeout: float | None = None) -> bool:
+        """Block until the releases of dependents this process's endings handed on are done;
+        whether they are. For tests and benchmarks: a server never waits for them."""
+        return self._releases.wait(timeout)
+
+    def _release_later(self, later: Later) -> None:
+        try:
+            with self._pool.connection() as conn:
+                dependencies.release_later(conn, self._writer.apply_released, later)
+        except psycopg.Error as exc:  # the server gone, a deadlock broken: the sweep's then
+            raise StorageUnavailable(f"The release of {later[2]}'s waiters stopped: {exc}") from exc
 
     # -- queues -----------------------------------------------------------------------------
 
@@ -258,7 +277,7 @@ class PostgresStore:
                                 posted_by=joining.posted_by)  # fmt: skip
             for task in tasks:
                 if task.id in ended and task.id not in priors:
-                    dependencies.settle_new(conn, self._writer.apply_one, task, ended[task.id],
+                    dependencies.settle_new(conn, self._writer.apply_released, task, ended[task.id],
                                             now=now)  # fmt: skip
         self._statistics.inserted(len(tasks) - len(priors))
         return [

@@ -71,7 +71,7 @@ def sweep_queue(
     events: sql.Identifier,
 ) -> SweepReport:
     report = SweepReport(queues=1)
-    dependencies.sweep_dependents(conn, writer.apply_one, host, queue, now=now)
+    dependencies.sweep_dependents(conn, writer.apply_released, host, queue, now=now)
     groups.sweep_groups(conn, writer, host, queue, now=now)
     params = {**due_params(host, queue, settings, now=now), "batch": BATCH}
     for query in (_LIVE, _ENDED):

@@ -110,7 +110,9 @@ def lock_many(conn: Conn, host: str, queue: str, task_ids: list[str]) -> dict[st
 class Writer:
     """Writes into one store's tables (the events table is the configured one)."""
 
-    def __init__(self, events_table: str) -> None:
+    def __init__(self, events_table: str, *, hand_on: dependencies.HandOn | None = None) -> None:
+        # where an ending's transaction leaves the waiters past its first RELEASE_STEP
+        self.hand_on = hand_on
         columns = sql.SQL(", ").join(sql.Identifier(c) for c in rows.EVENT_COLUMNS)
         # every event row of a call in one statement, in the order given
         self.insert_events = (
@@ -222,8 +224,9 @@ class Writer:
         self._archive(conn, [*bodies, *self._outcome_files(conn, outcomes, now)], now)
         self._log(conn, lines, now=now, quiet=[c.new for c in changes if c.event is None])
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
-        if ended and release:  # their waiters, in this transaction (dependencies.py)
-            dependencies.release_ended(conn, self.apply_one, ended, now=now)
+        if ended and release:  # their first waiters, in this transaction (dependencies.py)
+            dependencies.release_ended(conn, self.apply_released, ended, now=now,
+                                       hand_on=self.hand_on)  # fmt: skip
         if ended:  # their groups, a release's endings too (groups.py)
             groups.note_ended(conn, self, ended, now=now)
         return [c.new for c in changes]
@@ -232,9 +235,10 @@ class Writer:
         """One event line of no change of the task's (a group's `callback`, groups.py)."""
         self._log(conn, [(task, event, None, [], NO_REASON)], now=now)
 
-    def apply_one(self, conn: Conn, change: Change, now: int) -> None:
-        """One change of a release (dependencies.py, which releases its waiters itself)."""
-        self.apply(conn, [change], now=now, worker=None, settings=None, release=False)
+    def apply_released(self, conn: Conn, changes: list[Change], now: int) -> None:
+        """The changes of a release, of tasks of one queue (dependencies.py, which releases
+        their own waiters itself)."""
+        self.apply(conn, changes, now=now, worker=None, settings=None, release=False)
 
     def remove(
         self, conn: Conn, tasks: list[Task], *, now: int, event: str, because: Because = NO_REASON

@@ -123,3 +123,27 @@ def test_a_callback_queue_where_the_caller_only_works_is_403(world):
     world.store.create_queue(HOST, QUEUE)
     r = world.client("bob").post(f"{TASKS}?group=g", {"n": 1}, format="json")
     assert (r.status_code, r.json()["code"]) == (403, "permission_denied")
+
+
+@pytest.mark.parametrize("entry", ["count", "owner"])
+def test_a_group_whose_count_or_owner_was_planted_answers_its_progress(world, entry):
+    """A FIFO as its count, a symlink as its owner: the page answered 500 (issue 33)."""
+    import os
+    from pathlib import Path
+
+    from queues import stores
+
+    world.files_only("a FIFO or a symlink planted in a group's directory")
+    alice = world.client("alice")
+    assert alice.post(f"{TASKS}?group=nightly", {"n": 1}, format="json").status_code == 201
+    items = Path(stores.router().config.items_dir)
+    path = items / HOST / QUEUE / "groups" / "nightly" / entry
+    path.unlink()
+    if entry == "count":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(items / HOST / QUEUE / "groups" / "nightly" / "members")
+    r = alice.get(GROUP)
+    assert r.status_code == 200, r.content
+    assert r.json()["state"] == "open"
+    assert world.client("paula").get(GROUP).status_code == 404  # still alice's group

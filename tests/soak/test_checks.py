@@ -295,6 +295,31 @@ def test_state_problems_names_every_planted_file_and_a_lapsed_lease(run):
         assert words in joined
 
 
+def test_state_problems_names_what_was_planted_beside_the_state_directories(run):
+    queue = run.queue_dir
+    for name in ("dependents", "keys", "groups/g1/members", "groups/g2", "groups/g3/ended"):
+        (queue / name).mkdir(parents=True)
+    # the store's own, as it makes them: no problem
+    (queue / "dependents" / f"{C}.waiters").write_bytes(b"\nq/0000000000000001\n")
+    (queue / "keys" / f"{'a' * 32}.json").write_bytes(b"{}")
+    (queue / "groups" / "g1" / "count").write_bytes(b"0\n")
+    (queue / "keys" / "notes.txt").mkdir()  # no key's name: not the store's business
+    # planted
+    os.mkfifo(queue / "dependents" / "0000000000000001.waiters")
+    (queue / "keys" / f"{'b' * 32}.json").mkdir()
+    (queue / "groups" / "g1" / "owner").symlink_to(queue / "keys")
+    (queue / "groups" / "g2" / "members").write_bytes(b"")
+    os.mkfifo(queue / "groups" / "g4")
+    problems = checks.state_problems(queue, now_ms=1_000_000, grace_ms=2000)
+    assert sorted(problems) == [
+        "dependents/0000000000000001.waiters: not a regular file, left in place",
+        "groups/g1/owner: not a regular file, left in place",
+        "groups/g2/members: not a directory, left in place",
+        "groups/g4: not a directory, left in place",
+        f"keys/{'b' * 32}.json: not a regular file, left in place",
+    ]
+
+
 def test_a_child_is_known_by_a_word_of_its_command_line_not_by_serves_options():
     serve = ["python", "manage.py", "serve", "--bind", "127.0.0.1:1", "--sweep-interval", "1"]
     assert kind_of(serve) == "other"  # a child between its fork and its exec

@@ -482,3 +482,27 @@ def finisher(opener: StoreOpener, task_id: str, start: Any, out: Any) -> None:
         out.put(None)
     except Exception as exc:  # any error at all fails the test
         out.put(repr(exc))
+
+
+def close_group_and_kill(config: StoreConfig, k: int) -> None:
+    """Post the task that closes group g1 of the test's queue and SIGKILL this process just
+    before its k-th disk-changing call (exit 0 if it had fewer)."""
+    import os
+
+    from queues.store.batch import OnComplete
+
+    store = QueueStore(config)
+    _kill_before_call(k)
+    closing = OnComplete(queue="reports", item={"report": 1}, settings=LONG)
+    store.post(HOST, QUEUE, {"closing": 1}, settings=LONG, posted_by="alice", group="g1",
+               on_complete=closing)  # fmt: skip
+    os._exit(0)
+
+
+def fail_and_wait(opener: StoreOpener, task_id: str, answered: Any) -> None:
+    """Fail a claimed task, say it was answered, and wait to be killed (the releases its
+    ending handed to the process's background may still be running)."""
+    store = opener.open()
+    store.fail(HOST, QUEUE, task_id, settings=LONG, worker="box-1", attempt=1, result={"no": 1})
+    answered.set()
+    time.sleep(600)

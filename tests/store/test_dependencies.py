@@ -4,13 +4,25 @@ between an ending and its release left waiting."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import multiprocessing as mp
+import os
+import threading
 import time
 
 import pytest
 
-from queues.store import DependencyFailed, InvalidRequest, NotFound, QueueSettings, State
+from queues.store import (
+    DependencyFailed,
+    InvalidRequest,
+    NotFound,
+    PostEntry,
+    QueueSettings,
+    State,
+)
+from queues.store.dependencies import RELEASE_STEP
 
 from . import procs
 from .conftest import HOST, QUEUE, T0
@@ -379,6 +391,7 @@ def test_posts_racing_the_end_of_what_they_wait_for_are_all_released(h):
     results = [first] + [out.get(timeout=120) for _ in posters[1:]]
     for p in posters:
         p.join(30)
+    assert h.store.wait_releases(60)  # past its first hundred, the ending's background
     assert all(not errors for _, errors in results), results
     ids = [i for posted, _ in results for i in posted]
     assert len(ids) == 160
@@ -445,3 +458,88 @@ def test_the_sweep_releases_what_an_ending_left_waiting(h, store_kind):
     assert (_read(h, b.id).error, _read(h, c.id).error) == ("dependency_failed",) * 2
     h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 4)  # a second sweep finds nothing to do
     assert h.event_names(b.id).count("failed") == 1
+
+
+def _awaited_by(h, n):
+    """A claimed task that `n` tasks wait for (posted in batches, in order), and their ids."""
+    a = h.post({"n": "a"}, settings=LONG)
+    ids = []
+    for start in range(0, n, 100):
+        entries = [
+            PostEntry(item={"i": i}, after=(a.id,)) for i in range(start, min(n, start + 100))
+        ]
+        posted = h.store.post_many(HOST, QUEUE, entries, settings=LONG, posted_by="alice", now=T0)
+        ids += [r.task.id for r in posted]
+    [claimed] = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 1)
+    assert claimed.id == a.id
+    return a, ids
+
+
+def _released_first(store_kind, ids):
+    """The waiters an ending releases first: its dependents file's order on files (the order
+    they were posted in), the rows' order on PostgreSQL."""
+    return ids[:RELEASE_STEP] if store_kind == "files" else sorted(ids)[:RELEASE_STEP]
+
+
+@contextlib.contextmanager
+def _held(h, store_kind, ids):
+    """The tasks' locks held for the block, as a writer in another process holds them: the
+    task file's flock, the row's FOR UPDATE."""
+    if store_kind == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(h.config.dsn) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(h.config.schema)))
+            conn.execute("SELECT 1 FROM th_tasks WHERE id = ANY(%s) FOR UPDATE", (ids,))
+            yield
+            conn.rollback()
+        return
+    fds = [os.open(h.queue_dir / "pending" / f"{i}.json", os.O_RDONLY) for i in ids]
+    try:
+        for fd in fds:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_an_ending_changes_at_most_a_step_of_its_waiters_and_its_background_the_rest(h, store_kind):
+    a, ids = _awaited_by(h, RELEASE_STEP + 150)
+    first = _released_first(store_kind, ids)
+    rest = [i for i in ids if i not in set(first)]
+    answered = threading.Event()
+
+    def end():
+        h.store.fail(HOST, QUEUE, a.id, result={"no": 1}, now=T0 + 2, **W)
+        answered.set()
+
+    ending = threading.Thread(target=end, daemon=True)
+    with _held(h, store_kind, rest):  # none of these can change until the block ends
+        ending.start()
+        # the answer waits for its first step only (without the fix it waits for the held)
+        assert answered.wait(60)
+        assert {i for i in ids if _read(h, i).status is State.FAILED} == set(first)
+        assert {_read(h, i).waiting_for is not None for i in rest} == {True}
+    ending.join(60)
+    assert h.store.wait_releases(60)  # the background had the rest as soon as it could
+    assert {_read(h, i).error for i in ids} == {"dependency_failed"}
+    assert {h.event_names(i).count("failed") for i in ids} == {1}
+
+
+def test_what_the_background_did_not_release_before_its_process_died_the_sweep_does(h, store_kind):
+    a, ids = _awaited_by(h, RELEASE_STEP + 50)
+    rest = [i for i in ids if i not in set(_released_first(store_kind, ids))]
+    ctx = mp.get_context("spawn")
+    answered = ctx.Event()
+    child = ctx.Process(target=procs.fail_and_wait, args=(h.opener(), a.id, answered))
+    with _held(h, store_kind, rest):  # its background is stuck on these when it is killed
+        child.start()
+        assert answered.wait(120)
+        child.kill()
+        child.join(30)
+    assert {_read(h, i).waiting_for is not None for i in rest} == {True}
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 3)
+    assert {_read(h, i).error for i in ids} == {"dependency_failed"}
+    assert {h.event_names(i).count("failed") for i in ids} == {1}

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from queues.store import GroupClosed, InvalidRequest, NotFound, QueueSettings
+from queues.store import GroupClosed, InvalidRequest, NotFound, QueueFull, QueueSettings
 from queues.store.batch import OnComplete, PostEntry, Report
 
 from . import procs
@@ -579,3 +579,111 @@ def test_a_group_whose_callback_marker_is_not_ours_stays_for_an_operator(h):
     report = h.store.sweep_queue(HOST, QUEUE, LONG, now=after)
     assert not report.errors
     assert marker.read_bytes() == b"{not json"  # not removed on a marker it cannot read
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_closing_post_refused_for_room_leaves_the_group_open_and_its_retry_closes_it(h, batch):
+    capped = QueueSettings(queue_seconds=LONG.queue_seconds, lease_seconds=3600, max_pending=2)
+    a = h.post({"n": 1}, settings=capped, group="night")
+    b = h.post({"n": 2}, settings=capped, group="night")
+
+    def closing(now):
+        if batch:
+            [result] = h.store.post_many(
+                HOST, QUEUE, [PostEntry(item={"n": 3}, idempotency_key="close-1")],
+                settings=capped, posted_by="alice", now=now, group="night",
+                on_complete=_on_complete(),
+            )  # fmt: skip
+            return result
+        return h.store.post(HOST, QUEUE, {"n": 3}, settings=capped, posted_by="alice", now=now,
+                            idempotency_key="close-1", group="night",
+                            on_complete=_on_complete())  # fmt: skip
+
+    with pytest.raises(QueueFull):
+        closing(T0 + 1)
+    view = h.store.read_group(HOST, QUEUE, "night").view()
+    assert view["state"] == "open" and view["posted"] == 2 and view["onCompleteQueue"] is None
+    _run(h, a.id, T0 + 10)
+    _run(h, b.id, T0 + 20)
+    h.store.sweep_queue(HOST, QUEUE, LONG, now=T0 + 30)
+    assert _callbacks(h) == []  # an open group: the refused post closed nothing
+    # room again: the retry with the same key is a new post, closes the group, and the
+    # callback waits for its task
+    again = closing(T0 + 40)
+    assert not again.replayed
+    view = h.store.read_group(HOST, QUEUE, "night").view()
+    assert view["state"] == "closed" and view["posted"] == 3
+    assert _callbacks(h) == []
+    _run(h, again.task.id, T0 + 50)
+    [callback] = _callbacks(h)
+    assert callback.item["group"]["total"] == 3
+    assert callback.item["group"]["counts"]["finished"] == 3
+
+
+@pytest.mark.files_only("a closing post killed at each of its disk calls: PostgreSQL commits")
+def test_a_closing_post_killed_at_any_step_closes_the_group_only_with_its_task(tmp_path):
+    from .conftest import Harness
+
+    ctx = mp.get_context("fork")
+    left_closing = 0
+    for k in range(1, 80):
+        h = Harness(tmp_path / str(k))
+        now = int(time.time() * 1000)  # the closing's age is its file's: the real clock
+        member = h.post({"n": 1}, settings=LONG, group="g1", now=now)
+        child = ctx.Process(target=procs.close_group_and_kill, args=(h.config, k))
+        child.start()
+        child.join(60)
+        assert child.exitcode in (0, -signal.SIGKILL), (k, child.exitcode)
+        h.reopen()
+        left_closing += (h.queue_dir / "groups" / "g1" / "closing").exists()
+        later = now + 61_000  # past the minute a closing post may take
+        h.store.sweep_queue(HOST, QUEUE, LONG, now=later)
+        closing = [t for t in h.store.list_tasks(HOST, QUEUE, limit=10).tasks if t.id != member.id]
+        state = h.store.read_group(HOST, QUEUE, "g1").view()["state"]
+        assert state == ("closed" if closing else "open"), k  # closed only with its task
+        if not closing:  # a client's retry closes it
+            closing = [h.post({"closing": 1}, settings=LONG, group="g1", now=later,
+                              on_complete=_on_complete())]  # fmt: skip
+        for task in [member, *closing]:
+            _run(h, task.id, later + 10)
+        [callback] = _callbacks(h)
+        assert callback.item["group"]["counts"]["finished"] == 2, k
+        h.close()
+        if child.exitcode == 0:
+            break
+    else:
+        pytest.fail("the closing post never ran to its end")
+    assert left_closing >= 5  # kills fell while its tasks were written, before its close
+
+
+@pytest.mark.files_only("posts made at an instant of another's: PostgreSQL serialises on a row")
+def test_a_post_while_the_closing_post_writes_its_task_joins_and_a_second_closing_is_refused(h):
+    from queues.store import files
+
+    a = _post(h, 1)
+    met: dict[str, object] = {}
+
+    def between(_call, kind):
+        # the closing post's task being written: its close not yet made
+        if met or kind != "open" or not (h.queue_dir / "groups" / "g1" / "closing").exists():
+            return
+        met["in"] = True
+        met["joined"] = _post(h, 2)  # the group is open yet: it joins
+        with pytest.raises(GroupClosed):  # one close at a time
+            _post(h, 3, on_complete=_on_complete(item={"report": "second"}))
+        met["refused"] = True
+
+    files.FAULTS.before = between
+    try:
+        c = _post(h, 4, on_complete=_on_complete())
+    finally:
+        files.FAULTS.reset()
+    assert met.get("refused")
+    view = h.store.read_group(HOST, QUEUE, "g1").view()
+    assert view["state"] == "closed" and view["posted"] == 3
+    claimed = h.store.claim(HOST, QUEUE, settings=LONG, worker="box-1", now=T0 + 10, max_tasks=5)
+    assert {t.id for t in claimed} == {a.id, met["joined"].id, c.id}  # type: ignore[attr-defined]
+    for task in claimed:
+        h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 20, **W)
+    [callback] = _callbacks(h)
+    assert callback.item["report"] == "nightly" and callback.item["group"]["total"] == 3

@@ -6,14 +6,14 @@ for an id that never existed)."""
 
 from __future__ import annotations
 
-import errno
+import multiprocessing as mp
 import os
 import time
 from dataclasses import replace
 
 import pytest
 
-from queues.store import StorageUnavailable, files, sweep_queue
+from queues.store import QueueStore, StoreConfig, files, sweep_queue
 
 from .conftest import HOST, QUEUE, SETTINGS
 
@@ -30,17 +30,32 @@ def test_a_replayed_post_with_archiving_leaves_one_archive_folder(h):
     assert [e["archived"] for e in h.events(first.id)] == [["item"]]
 
 
+def _post_and_die_before_the_task(config: StoreConfig, now: int) -> None:
+    """A child's keyed post that dies as it opens its task's temp file (the key's temp is
+    the first open, the task's the second): its key published, its task never written."""
+    store, opens = QueueStore(config), 0
+
+    def before(_call: int, kind: str) -> None:
+        nonlocal opens
+        opens += kind == "open"
+        if opens == 2:
+            os._exit(137)
+
+    files.FAULTS.before = before
+    store.post(HOST, QUEUE, {"a": 1}, settings=SETTINGS, posted_by="alice", now=now,
+               idempotency_key="k1")  # fmt: skip
+
+
 def _crash_between_key_and_task(h, now: int) -> str:
-    """A keyed post whose task write fails after its key was published: the key file alone is
-    left, as a crash there leaves it. The name of the key file."""
-    files.FAULTS.reset()
-    # the key's temp file is the first open, the task's the second
-    files.FAULTS.fail_kind, files.FAULTS.fail_at, files.FAULTS.fail_errno = "open", 2, errno.EIO
-    try:
-        with pytest.raises(StorageUnavailable):
-            h.post({"a": 1}, idempotency_key="k1", now=now)
-    finally:
-        files.FAULTS.reset()
+    """A keyed post killed after its key was published: the key file alone is left, as a
+    crash there leaves it (a refused write removes its key: test_storage_faults.py). The name
+    of the key file."""
+    h.store.create_queue(HOST, QUEUE)
+    child = mp.get_context("fork").Process(target=_post_and_die_before_the_task,
+                                            args=(h.config, now))  # fmt: skip
+    child.start()
+    child.join(30)
+    assert child.exitcode == 137
     [key] = os.listdir(h.queue_dir / "keys")
     assert [p.parent.name for p in h.queue_dir.glob("*/*.json")] == ["keys"]  # no task anywhere
     return key

@@ -421,3 +421,12 @@ def test_a_retry_locks_what_its_task_runs_after_before_the_task_itself(ph):
         ending.execute("SELECT 1 FROM th_tasks WHERE id = %s FOR UPDATE", (b.id,))
     retry.join(10)
     assert got and got[0].waiting_for == [f"{QUEUE}/{a.id}"]
+
+
+def test_a_release_the_database_refuses_is_a_storage_fault_left_to_the_sweep(ph):
+    """The background's release meets a database error (here its table gone): one line of the
+    store's logger (StorageUnavailable, no traceback), never the thread's end."""
+    with ph._conn() as conn:
+        conn.execute("DROP TABLE th_dependencies")
+    with pytest.raises(StorageUnavailable, match="stopped"):
+        ph.store._release_later((HOST, QUEUE, "0123456789abcdef", T0))

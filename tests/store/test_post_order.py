@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from queues.store import PostEntry, Selection, State, StorageUnavailable
+from queues.store import PostEntry, Selection, State
 from queues.store.sequence import SEQ_FILE
 
 from . import procs
@@ -123,20 +123,24 @@ def test_a_torn_sequence_file_still_numbers_above_the_earlier_posts(h):
 
 
 @pytest.mark.files_only("something planted in the place of the sequence file")
-@pytest.mark.parametrize("planted", ["symlink", "fifo"])
-def test_a_sequence_file_that_is_not_a_file_refuses_the_post_and_writes_no_task(h, planted):
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])
+def test_a_sequence_file_that_is_not_a_file_is_moved_aside_and_the_post_goes_on(h, planted):
     h.post({"n": 0}, now=T0)
     path = h.queue_dir / SEQ_FILE
     path.unlink()
     if planted == "symlink":
         path.symlink_to(h.queue_dir / "elsewhere")
-    else:
+    elif planted == "fifo":
         os.mkfifo(path)
-    before = h.count("pending")
-    with pytest.raises(StorageUnavailable):
-        h.post({"n": 1}, now=T0)
-    assert h.count("pending") == before
-    assert not (h.queue_dir / "elsewhere").exists()
+    else:
+        path.mkdir()
+    h.post({"n": 1}, now=T0 + 1)  # a new file: its floor, postedAt's, above the old numbers
+    h.post({"n": 2}, now=T0 + 1)
+    assert claim_one_by_one(h, 3) == [0, 1, 2]
+    assert not (h.queue_dir / "elsewhere").exists()  # nothing written through the symlink
+    assert path.is_file() and not path.is_symlink()
+    [aside] = (h.queue_dir / "quarantine").iterdir()
+    assert aside.name.startswith(f"{SEQ_FILE}.")
 
 
 def test_the_sequence_is_not_in_the_answers_a_client_reads(h):

@@ -18,6 +18,7 @@ import pytest
 
 from queues.monitor.tail import LogTail
 from queues.store import (
+    PostEntry,
     QueueSettings,
     QueueStore,
     StorageUnavailable,
@@ -26,6 +27,7 @@ from queues.store import (
     sweep_all,
     sweep_queue,
 )
+from queues.store.batch import OnComplete
 from tests.migrated import migrate
 
 from ..children import interrupted, reaped
@@ -179,6 +181,68 @@ def test_a_post_to_an_archiving_queue_on_a_read_only_log_answers_503_and_posts_n
     assert [p for d in ("pending", "processing", "done") for p in (queue_dir / d).iterdir()] == []
     store.close()
     writable(logs)
+
+
+def test_a_keyed_post_refused_by_a_read_only_archive_leaves_no_key_and_its_retry_posts_anew(
+    tmp_path, store, logs
+):
+    store.close()
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 1}, settings=ARCHIVING, posted_by="alice", now=T0,
+                   idempotency_key="k-1")  # fmt: skip
+    with pytest.raises(StorageUnavailable):
+        store.post_many(HOST, QUEUE, [PostEntry(item={"n": 2}, idempotency_key="k-2")],
+                        settings=ARCHIVING, posted_by="alice", now=T0)  # fmt: skip
+    queue_dir = tmp_path / "items" / HOST / QUEUE
+    assert list((queue_dir / "keys").iterdir()) == []  # a 503 post leaves no task, no key
+    store.close()
+    writable(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    again = store.post(HOST, QUEUE, {"n": 1}, settings=ARCHIVING, posted_by="alice",
+                       now=T0 + 10, idempotency_key="k-1")  # fmt: skip
+    [batch] = store.post_many(HOST, QUEUE, [PostEntry(item={"n": 2}, idempotency_key="k-2")],
+                              settings=ARCHIVING, posted_by="alice", now=T0 + 10)  # fmt: skip
+    for posted in (again, batch):
+        assert not posted.replayed  # a new post: its line and its archive are its own
+        assert posted.task.posted_at == T0 + 10
+        lines = [orjson.loads(line) for line in day_lines(logs) if line]
+        assert [line["event"] for line in lines if line["id"] == posted.task.id] == ["posted"]
+        folder = logs / "tasks-payloads" / HOST / QUEUE / posted.task.id
+        assert (folder / "item.json").is_file()
+    store.close()
+
+
+def test_a_closing_post_refused_by_a_read_only_archive_leaves_its_group_open(tmp_path, store, logs):
+    member = store.post(HOST, QUEUE, {"n": 1}, settings=ARCHIVING, posted_by="alice", now=T0,
+                        group="night").task  # fmt: skip
+    store.close()
+    read_only(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    closing = OnComplete(queue="reports", item={"r": 1}, settings=SETTINGS)
+    with pytest.raises(StorageUnavailable):
+        store.post(HOST, QUEUE, {"n": 2}, settings=ARCHIVING, posted_by="alice", now=T0 + 1,
+                   group="night", on_complete=closing)  # fmt: skip
+    view = store.read_group(HOST, QUEUE, "night").view()
+    assert view["state"] == "open" and view["posted"] == 1
+    store.sweep_queue(HOST, QUEUE, ARCHIVING, now=T0 + 120_000)  # past a gone member's minute
+    assert store.read_group(HOST, QUEUE, "night").view()["state"] == "open"
+    assert not (tmp_path / "items" / HOST / "reports").exists()  # no callback was posted
+    store.close()
+    writable(logs)
+    store = QueueStore(StoreConfig(items_dir=tmp_path / "items", logs_dir=logs, fsync=False))
+    again = store.post(HOST, QUEUE, {"n": 2}, settings=ARCHIVING, posted_by="alice",
+                       now=T0 + 200_000, group="night", on_complete=closing).task  # fmt: skip
+    view = store.read_group(HOST, QUEUE, "night").view()
+    assert view["state"] == "closed" and view["posted"] == 2
+    for task in (member, again):
+        [claimed] = store.claim(HOST, QUEUE, settings=ARCHIVING, worker="w", now=T0 + 200_001)
+        store.finish(HOST, QUEUE, claimed.id, result={}, settings=ARCHIVING, worker="w",
+                     attempt=1, now=T0 + 200_002)  # fmt: skip
+    [callback] = store.list_tasks(HOST, "reports").tasks
+    assert callback.item["group"]["total"] == 2
+    store.close()
 
 
 def test_a_store_on_a_read_only_log_without_its_tasks_folder_spools_its_lines(tmp_path, logs):
