@@ -48,7 +48,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -718,9 +718,13 @@ def _count_markers(qd: QueueDirs, gfd: int, ended_fd: int, posted: int) -> Group
 
 
 @contextlib.contextmanager
-def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tuple[QueueDirs, int]]:
+def _reading(
+    core: QueueCore, host: str, queue: str, group: str, *, tidy: bool = True
+) -> Iterator[tuple[QueueDirs, int]]:
     """The queue's directories and the group's, opened to read; NotFound for a name that is
-    not a group's or a group never posted to."""
+    not a group's or a group never posted to. `tidy` False: the caller tidies the group
+    itself (read_group, which first refuses another producer's group as cheaply as a
+    missing one)."""
     try:
         paths.validate_queue(group)
     except StoreError as exc:
@@ -729,11 +733,27 @@ def _reading(core: QueueCore, host: str, queue: str, group: str) -> Iterator[tup
         core.queue_dirs(host, queue) as qd,
         _group_dir(qd, group, create=False, fsync=False) as gfd,
     ):
-        _tidy(qd, group, gfd, fsync=core.fsync)  # a page's read never meets a FIFO
+        if tidy:
+            _tidy(qd, group, gfd, fsync=core.fsync)  # a page's read never meets a FIFO
         try:
             yield qd, gfd
         except FileNotFoundError as exc:  # removed as it was read (sweep_groups)
             raise NotFound() from exc
+
+
+def _owner(qd: QueueDirs, group: str, gfd: int, *, fsync: files.Durable) -> str | None:
+    """Who posted the group (None: no owner file), read before the group is tidied; an owner
+    planted as no regular file is tidied (moved aside, written again) and read once more."""
+    for _ in range(2):
+        try:
+            return cast(str | None, orjson.loads(files.read_at(gfd, OWNER))["postedBy"])
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if not strays.is_stray(exc):
+                raise
+            _tidy(qd, group, gfd, fsync=fsync)
+    return None
 
 
 def read_group(
@@ -741,12 +761,13 @@ def read_group(
 ) -> GroupView:
     """The group's progress as it stands; NotFound for a group never posted to, and for one
     posted by another producer than `seen_by` (unless ANY), told from its owner file alone."""
-    with _reading(core, host, queue, group) as (qd, gfd):
-        owner: str | None = None
-        with contextlib.suppress(FileNotFoundError):
-            owner = orjson.loads(files.read_at(gfd, OWNER))["postedBy"]
+    with _reading(core, host, queue, group, tidy=False) as (qd, gfd):
+        # the refusal before the group's tidy (one fstatat per entry): another producer's
+        # group costs what a missing one does, so its name cannot be told by the time
+        owner = _owner(qd, group, gfd, fsync=core.fsync)
         if seen_by is not ANY and owner is not None and owner != seen_by:
             raise NotFound()  # another producer's group: as if it had never been posted to
+        _tidy(qd, group, gfd, fsync=core.fsync)  # a page's read never meets a FIFO
         with _locked(gfd) as count:
             if not _still_named(qd, group, gfd):
                 raise NotFound()  # removed since it was opened (sweep_groups)
