@@ -16,11 +16,19 @@ settings, the same views), and its store side is the first pass's.
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
 from queues.metrics import multiproc
+
+# A run started in the background by a non-interactive shell (`make test &`, nohup, a CI
+# runner's script) inherits SIGINT ignored, and so would every child the tests start: the
+# tests that stop a sweep loop, a follower or `taskhoster watch` with Ctrl-C would wait for
+# ever. The children get the disposition a terminal gives them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Every server and sweep loop a test starts keeps its figures' files under its own var/ (a
 # relative TASKHOSTER_METRICS_DIR is taken under the var/ directory it is given), not in a
