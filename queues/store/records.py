@@ -121,6 +121,9 @@ _EXT = {
     # When a retry (an operator's, or the attempt budget's backoff) put the task back: its queue
     # timeout counts from here, not from postedAt (a lapsed lease's requeue leaves it alone).
     "requeued_at": "requeuedAt",
+    # How many attempts had run when an operator last retried the task: a failure's backoff
+    # counts the attempts since, so a retried task waits the first delay again, not the cap.
+    "retried_after": "retriedAfter",
     # The worker whose own report (result or fail) ended the latest attempt, so that the same
     # report sent again is known for a replay once the lease is gone; cleared when anything
     # else changes the task's course (a claim, a retry, a cancel, a timeout).
@@ -161,7 +164,9 @@ _EXT = {
 }
 # ext fields kept out of the producer's status view: which worker ran a task, and which
 # operator asked it to stop, are the workers' and operators' business, as the lease is
-_NOT_IN_STATUS_VIEW = frozenset({"endedBy", "cancelRequestedBy", "seq", "claimedAt"})
+_NOT_IN_STATUS_VIEW = frozenset(
+    {"endedBy", "cancelRequestedBy", "seq", "claimedAt", "retriedAfter"}
+)
 _STATUS_VIEW = (
     "id",
     "host",
@@ -203,6 +208,7 @@ class Task:
     last_error: Any = None
     lease_seconds: int = 0
     requeued_at: int | None = None
+    retried_after: int = 0
     ended_by: str | None = None
     reposted_from: str | None = None
     cancel_requested_by: str | None = None
@@ -256,10 +262,11 @@ class Task:
     def full_view(self) -> dict[str, Any]:
         """The record as a claim answers it: without the post sequence, the store's own order
         (a PostgreSQL queue keeps it in a column, not in the record), and without claimedAt,
-        the console's own (a worker has the lease)."""
+        the console's own (a worker has the lease), nor retriedAfter, the backoff's."""
         record = self.to_record()
         record.pop("seq", None)
         record.pop("claimedAt", None)
+        record.pop("retriedAfter", None)
         return record
 
     @property
@@ -356,6 +363,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "cancel_requested": (bool,),
     "lease_seconds": (int,),
     "requeued_at": (int, type(None)),
+    "retried_after": (int,),
     "ended_by": (str, type(None)),
     "reposted_from": (str, type(None)),
     "cancel_requested_by": (str, type(None)),

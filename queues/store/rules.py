@@ -490,7 +490,7 @@ def plan_fail(
             status=State.PENDING,
             last_error=result,
             progress=None,
-            available_at=now + settings.backoff_ms(task.attempts),
+            available_at=now + settings.backoff_ms(task.attempts - task.retried_after),
             requeued_at=now if task.max_attempts else task.requeued_at,
             **end,
         )
@@ -558,6 +558,7 @@ def plan_retry(
         max_attempts=task.attempts + budget if budget else 0,
         last_error=task.result if task.result is not None else task.error,
         requeued_at=now,
+        retried_after=task.attempts,
         ended_by=None,
         waiting_for=waiting,
         released_at=None if waiting else task.released_at,

@@ -275,3 +275,27 @@ def test_a_failure_replayed_after_its_task_timed_out_is_lease_lost(h):
     assert sweep(h, T0 + 2 * SECOND + QUEUE_MS + 1, s).timeout == 1
     with pytest.raises(LeaseLost):  # no body: the timed-out record's null result must not match
         fail(h, timed_out.id, settings=s, retry=True, now=T0 + QUEUE_MS + 5 * SECOND)
+
+
+def test_an_operators_retry_starts_the_backoff_from_its_beginning(h):
+    """Issue 36: a task retried after its budget was spent waited the capped delay (300 s) on
+    its next failure, as if its attempts went on counting; the retry is a fresh start."""
+    s = replace(SETTINGS, max_attempts=3, backoff_seconds=5, backoff_factor=4)
+    task = h.post(settings=s, now=T0)
+    now = T0
+    for attempt in (1, 2, 3):
+        now = h.store.read(HOST, QUEUE, task.id).available_at + SECOND
+        h.claim(settings=s, now=now)
+        fail(h, task.id, settings=s, attempt=attempt, result={"e": attempt}, retry=True, now=now)
+    assert h.store.read(HOST, QUEUE, task.id).status is State.FAILED  # 3 of 3 used up
+    h.store.retry(HOST, QUEUE, task.id, settings=s, now=now + SECOND)
+    h.claim(settings=s, now=now + 2 * SECOND)
+    failed_at = now + 3 * SECOND
+    again = fail(h, task.id, settings=s, attempt=4, result={"e": 4}, retry=True, now=failed_at)
+    assert again.task.status is State.PENDING and again.task.attempts == 4
+    assert again.task.available_at == failed_at + 5 * SECOND  # the first delay, not 5 * 4**3
+    assert "retriedAfter" not in again.task.status_view() | again.task.full_view()
+    h.claim(settings=s, now=failed_at + 5 * SECOND)
+    later = fail(h, task.id, settings=s, attempt=5, result={"e": 5}, retry=True,
+                 now=failed_at + 6 * SECOND)  # fmt: skip
+    assert later.task.available_at == failed_at + 6 * SECOND + 20 * SECOND  # then 5 * 4
