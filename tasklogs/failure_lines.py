@@ -1,9 +1,11 @@
 """Why an attempt failed, in one line, for the lists that show failures (Task Logs, the
 dashboard's Recent failures, a task's attempts).
 
-An event line carries only the sizes of its bodies. The reason is read from the body the event
-archived (the queue keeps payloads), or else from the task itself while its record still holds
-that attempt's body; failing both, the store's own word for the end (timeout, attempts).
+A failure's event line says why in one line (`reason`), so each attempt keeps its own error
+whatever happens to the task after. A line written before it did names only the sizes of its
+bodies: the reason is then read from the body the event archived (the queue keeps payloads), or
+else from the task itself while its record still holds that attempt's body; failing both, the
+store's own word for the end (timeout, attempts).
 """
 
 from __future__ import annotations
@@ -19,14 +21,12 @@ from django.conf import settings
 from queues import stores
 from queues.auth.access import User
 from queues.store import State, Task
+from queues.store.error_line import error_line
 from queues.store.errors import StoreError
-from queues.text.error_line import error_line
+from queues.store.eventlog import FAILURE_EVENTS
 
 from .payloads import open_payload
 
-# The events that end an attempt with a failure body: a final failure, a failure retried after
-# the backoff, and the queue timeout.
-FAILURE_EVENTS = frozenset({"failed", "requeue", "timeout"})
 READ_BYTES = 64 * 1024  # the reason is at the start of a body; a longer one is read no further
 STORE_WORDS = {"timeout": "the queue timeout passed", "attempts": "no attempt left"}
 
@@ -39,6 +39,7 @@ class Failed(Protocol):
     task_id: str
     attempts: int
     event: str
+    reason: str  # the line's own (empty on a line written before lines said it)
 
     @property
     def archived_kinds(self) -> list[str]: ...
@@ -63,7 +64,7 @@ def failure_lines(user: User, events: Iterable[Failed]) -> dict[Key, str]:
         key = failure_key(event)
         if key in lines:
             continue
-        line = _archived_line(user, event)
+        line = _worded(event.reason) or _archived_line(user, event)
         if not line:
             task_key = key[:3]
             if task_key not in tasks:

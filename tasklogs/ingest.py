@@ -260,6 +260,7 @@ def _rows(
             r.origin or "",
             r.edited,
             r.lapsed,
+            r.reason,
             name,
             start,
             line_digest(line),

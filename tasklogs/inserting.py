@@ -53,6 +53,7 @@ COLUMNS = (
     "origin",
     "edited",
     "lapsed",
+    "reason",
     "file",
     "offset",
     "digest",

@@ -44,6 +44,8 @@ class TaskEvent(models.Model):
                                  help_text="The operator edited the item.")  # fmt: skip
     lapsed = models.BooleanField(default=False, db_default=False,
                                  help_text="The sweep found the lease lapsed.")  # fmt: skip
+    reason = models.CharField(max_length=160, blank=True, default="", db_default="",
+                              help_text="Why the attempt failed, in one line.")  # fmt: skip
     file = models.CharField("day-file", max_length=64)
     offset = models.BigIntegerField("byte offset")
     digest = models.BigIntegerField(help_text="64-bit hash of the raw line.")

@@ -3,7 +3,8 @@
 Pure: no database, no files. A line that is not exactly the contract's shape raises BadLine,
 which the ingester counts and reports; it never stops a run. A line that passes fits every
 column of TaskEvent on any database: lengths are the columns' own, and a control character in
-a worker or operator name (PostgreSQL refuses a NUL in text) is stored as U+FFFD.
+a worker or operator name or a failure's reason (PostgreSQL refuses a NUL in text) is stored
+as U+FFFD.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from queues.store.error_line import LINE_CHARS
 from queues.store.errors import StoreError
 from queues.store.eventlog import EVENTS, LINE_START
 from queues.store.paths import validate_host, validate_queue, validate_task_id
@@ -30,6 +32,7 @@ QUARANTINED = "quarantined"
 STATUSES = frozenset(STATES) | {QUARANTINED}
 MAX_WORKER = 255
 MAX_BY = 150  # Django's user name length
+MAX_REASON = LINE_CHARS  # a failure's first line, as the store clips it
 
 _REQUIRED = frozenset(
     {"t", "at", "host", "queue", "id", "event", "status", "attempts", "worker", "bytes"}
@@ -65,6 +68,7 @@ class EventRecord(NamedTuple):
     origin: str | None = None
     edited: bool = False
     lapsed: bool = False
+    reason: str = ""  # a failure's first line (failed, requeue, timeout)
 
 
 def parse_line(text: bytes | str) -> EventRecord:
@@ -159,8 +163,13 @@ def _record(d: dict[str, Any]) -> EventRecord:
         validate_task_id(origin)
     if type(edited) is not bool or type(lapsed) is not bool:
         raise BadLine("edited and lapsed are true or absent")
+    reason = d.get("reason", "")
+    if type(reason) is not str:
+        raise BadLine("reason is not a text")
+    reason = replaced(reason[:MAX_REASON])  # the event is real: a longer reason is cut, not refused
     return EventRecord(t, when, host, queue, task_id, event, status, attempts, worker, item,
-                       progress, result, error, kinds, by, origin, edited, lapsed)  # fmt: skip
+                       progress, result, error, kinds, by, origin, edited, lapsed,
+                       reason)  # fmt: skip
 
 
 _valid_names: set[tuple[object, str]] = set()

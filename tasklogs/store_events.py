@@ -89,6 +89,7 @@ def _row(row: dict[str, Any], to_db_time: Callable[[dt.datetime], object]) -> Ro
         row["origin"],
         row["edited"],
         row["lapsed"],
+        row["reason"],
         row["file"],
         row["id"],
         0,

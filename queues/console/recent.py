@@ -52,6 +52,7 @@ class Failure:
     attempts: int
     worker: str
     archived_kinds: list[str]  # the bodies its event archived (the reason may be one of them)
+    reason: str  # the event line's own first line of the failure
     error_line: str = ""  # why, in one line (tasklogs.failure_lines): filled in by the caller
 
 
@@ -79,6 +80,7 @@ def recent_failures(queues: Iterable[Key], *, limit: int = FAILURES_SHOWN) -> li
                     attempts=row.attempts,
                     worker=row.worker,
                     archived_kinds=row.archived_kinds,
+                    reason=row.reason,
                 )
             )
             if len(found) == limit:

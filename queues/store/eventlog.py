@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from . import files, paths, strays
+from .error_line import error_line
 from .errors import StorageUnavailable
 from .records import Task
 from .spool import Spool
@@ -53,6 +54,23 @@ class Because:
 
 
 NO_REASON = Because()
+
+# The events that end an attempt with a failure. Their line says why in one line (`reason`):
+# the record keeps only the latest attempt's body, and an operator's retry clears even that,
+# so each attempt's error lives on in its own line.
+FAILURE_EVENTS = frozenset({"failed", "requeue", "timeout"})
+
+
+def failure_reason(task: Task, event: str, because: Because) -> str:
+    """The first line of why this attempt failed; "" for no failure or none known. A lapsed
+    lease's requeue has none of its own (its record still holds an earlier attempt's body)."""
+    if event not in FAILURE_EVENTS:
+        return ""
+    if event == "requeue":
+        line = "" if because.lapsed else error_line(task.last_error)
+    else:
+        line = error_line(task.result) or (task.error or "")
+    return line.replace("\0", "\N{REPLACEMENT CHARACTER}")  # no text column holds a NUL
 
 
 def payload_size(value: Any) -> int:
@@ -116,6 +134,9 @@ def event_line(
         line["edited"] = True
     if because.lapsed:
         line["lapsed"] = True
+    reason = failure_reason(task, event, because)
+    if reason:
+        line["reason"] = reason
     return line
 
 

@@ -103,12 +103,13 @@ EVENT_COLUMNS = (
     "origin",
     "edited",
     "lapsed",
+    "reason",
     "file",
     "digest",
 )
 EVENT_TYPES = ("bigint", "timestamptz", "text", "text", "text", "text", "text", "integer", "text",
                "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "boolean",
-               "boolean", "text", "bigint")  # fmt: skip
+               "boolean", "text", "text", "bigint")  # fmt: skip
 EVENT_FILE = "postgres"  # what a row's `file` says: written by the store, not read from a file
 
 
@@ -145,6 +146,7 @@ def event_values(
         line.get("from") or "",
         bool(line.get("edited")),
         bool(line.get("lapsed")),
+        line.get("reason", ""),
         EVENT_FILE,
         0,
     )
@@ -180,4 +182,6 @@ def line_of(row: dict[str, Any]) -> dict[str, Any]:
         line["edited"] = True
     if row["lapsed"]:
         line["lapsed"] = True
+    if row["reason"]:
+        line["reason"] = row["reason"]
     return line

@@ -154,6 +154,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     origin varchar(16) NOT NULL DEFAULT '',
     edited boolean NOT NULL DEFAULT false,
     lapsed boolean NOT NULL DEFAULT false,
+    reason varchar(160) NOT NULL DEFAULT '',
     file varchar(64) NOT NULL,
     "offset" bigint NOT NULL,
     digest bigint NOT NULL,
@@ -161,6 +162,9 @@ CREATE TABLE IF NOT EXISTS {table} (
 );
 CREATE INDEX IF NOT EXISTS {queue_index} ON {table} (host, queue, id);
 """
+
+
+_REASON = sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS reason varchar(160) NOT NULL DEFAULT ''")
 
 
 def ensure(conn: psycopg.Connection[tuple[Any, ...]], config: PgStoreConfig) -> None:
@@ -183,6 +187,10 @@ def ensure(conn: psycopg.Connection[tuple[Any, ...]], config: PgStoreConfig) -> 
             for statement in events.as_string(conn).split(";"):
                 if statement.strip():
                     conn.execute(sql.SQL(statement))
+        elif table == DEFAULT_EVENTS_TABLE:
+            # The store's own table, made before its lines said why an attempt failed (Task
+            # Logs' table gets the column from its Django migration instead).
+            conn.execute(_REASON.format(sql.Identifier(config.schema, table)))
 
 
 def _exists(conn: psycopg.Connection[tuple[Any, ...]], schema: str, table: str) -> bool:

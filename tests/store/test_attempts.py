@@ -299,3 +299,32 @@ def test_an_operators_retry_starts_the_backoff_from_its_beginning(h):
     later = fail(h, task.id, settings=s, attempt=5, result={"e": 5}, retry=True,
                  now=failed_at + 6 * SECOND)  # fmt: skip
     assert later.task.available_at == failed_at + 6 * SECOND + 20 * SECOND  # then 5 * 4
+
+
+def test_each_failure_line_says_why_its_own_attempt_failed(h):
+    """Issue 36: the record keeps only the latest attempt's body (and an operator's retry
+    clears even that), so a retried attempt's error was lost to Task Logs. Each failure's
+    line now says why in one line, whatever the task does after."""
+    s = replace(SETTINGS, max_attempts=2, backoff_seconds=1)
+    task = h.post(settings=s, now=T0)
+    bodies = [{"error": "first\nstack"}, {"error": "second"}, {"error": "third\x00"}]
+    for attempt, body in enumerate(bodies, 1):
+        at = T0 + attempt * HOUR
+        if attempt == 3:
+            h.store.retry(HOST, QUEUE, task.id, settings=s, now=at - 1)
+        h.claim(settings=s, now=at)
+        fail(h, task.id, settings=s, attempt=attempt, result=body, retry=True, now=at + 1)
+    h.claim(settings=s, now=T0 + 5 * HOUR)  # attempt 4, the last: its lease lapses
+    sweep(h, T0 + 5 * HOUR + SETTINGS.lease_seconds * SECOND + 1, s)
+    ended = [
+        (e["event"], e["attempts"], e.get("reason"), e.get("lapsed", False))
+        for e in h.events(task.id)
+        if e["event"] in ("requeue", "failed")
+    ]
+    assert ended == [
+        ("requeue", 1, "first", False),
+        ("failed", 2, "second", False),  # its budget spent: the body, not the word "attempts"
+        ("requeue", 3, "third\N{REPLACEMENT CHARACTER}", False),
+        ("failed", 4, "attempts", True),  # no report of its own: the store's word
+    ]
+    assert "reason" not in h.events(task.id)[0]  # a posted line has none

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from queues import stores
-from queues.text.error_line import error_line
+from queues.store.error_line import error_line
 from queues.text.readable_json import readable_json_html
 from tasklogs.links import payload_url
 
@@ -119,12 +119,13 @@ def test_recent_failures_show_the_errors_first_line(staff, make_queue, day_dir) 
     assert 'failed: <span class="bad">ValueError: &lt;cat&gt;.png is not an image</span>' in section
 
 
-def test_a_failure_whose_body_is_gone_says_only_how_it_ended(staff, make_queue, day_dir) -> None:
+def test_a_failure_whose_task_is_gone_still_says_why(staff, make_queue, day_dir) -> None:
+    """Its event line said why: neither the archive nor the record is needed any more."""
     task = failed_task(make_queue, day_dir, archive=False)
     stores.of(HOST, "resize").delete(HOST, "resize", task.id)
     html = staff.get("/").content.decode()
     section = html[html.index('id="failures-title"') :]
-    assert '<td class="failure-how card-early card-wide">failed</td>' in section
+    assert 'failed: <span class="bad">ValueError: &lt;cat&gt;.png is not an image</span>' in section
 
 
 @pytest.mark.parametrize("archive", [True, False], ids=["archived", "from-the-record"])
@@ -142,3 +143,44 @@ def test_a_task_timeline_shows_the_time_between_events_and_the_errors_first_line
     assert error == '<span class="bad">ValueError: &lt;cat&gt;.png is not an image</span>'
     assert "<details><summary>sizes</summary>" in failed_row and "<dt>result</dt>" in failed_row
     assert all('tasklogs-error card-wide card-early"></td>' in row for row in rows[:-1])
+
+
+def test_every_attempts_error_stays_on_its_row_before_and_after_an_operators_retry(
+    staff, make_queue, day_dir
+) -> None:
+    """Issue 36: without an archive, a retried attempt's row said a bare `requeue`, and an
+    operator's retry blanked the failed row's error in Task Logs and Recent failures."""
+    queue = make_queue(HOST, "resize", archive_payloads=False, max_attempts=2, backoff_seconds=1)
+    settings, store = queue.to_settings(), stores.of(HOST, "resize")
+    now = DAY1 * 1000
+    task = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None, now=now).task
+    for attempt in (1, 2):
+        store.claim(HOST, "resize", settings=settings, worker="box-1", now=now + attempt * 10_000)
+        store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=attempt,
+                   retry=True, result={"error": f"OSError: disk {attempt} full"},
+                   now=now + attempt * 10_000 + 1)  # fmt: skip
+    expected = ["requeue: OSError: disk 1 full", "failed: OSError: disk 2 full"]
+
+    def shown() -> tuple[list[str], list[str], str]:
+        call_command("ingest_tasklogs", "--source", str(day_dir), stdout=io.StringIO())
+        logs = staff.get(reverse("tasklogs:events"), {"task": task.id}).content.decode()
+        rows = [row for row in re.findall(r"<tr>(.*?)</tr>", logs, re.S) if "tasklogs-error" in row]
+        errors = [re.sub(r"<[^>]+>", "", re.search(r'tasklogs-error[^>]*>(.*?)</td>', row).group(1))
+                  for row in rows]  # fmt: skip
+        page = staff.get(reverse("queues:task", args=[HOST, "resize", task.id])).content.decode()
+        table = page[page.index('<table class="attempts cards">') :]
+        table = table[: table.index("</table>")]
+        how = [re.sub(r"<[^>]+>", "", cell).strip()
+               for cell in re.findall(r'data-label="how">(.*?)</td>', table)]  # fmt: skip
+        dashboard = staff.get("/").content.decode()
+        return [e for e in errors if e], how, dashboard[dashboard.index('id="failures-title"') :]
+
+    errors, how, failures = shown()
+    assert errors == ["OSError: disk 2 full", "OSError: disk 1 full"]  # newest first
+    assert how == expected
+    assert 'failed: <span class="bad">OSError: disk 2 full</span>' in failures
+    store.retry(HOST, "resize", task.id, settings=settings, now=now + 30_000, by="root")
+    errors, how, failures = shown()
+    assert errors == ["OSError: disk 2 full", "OSError: disk 1 full"]
+    assert how == expected
+    assert 'failed: <span class="bad">OSError: disk 2 full</span>' in failures
