@@ -392,17 +392,21 @@ def say_failed_attempt(task: dict[str, Any], said: int) -> int:
     return failed
 
 
-def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """A table for a person at a terminal; JSON lines for `--json` and for a pipe or a file."""
+def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> bool:
+    """A table for a person at a terminal; JSON lines for `--json` and for a pipe or a file.
+    Answers whether it was the table."""
     if args.json or not sys.stdout.isatty():
         for task in tasks:
             print_json(task)
-    else:
-        print(table(tasks))
+        return False
+    print(table(tasks))
+    return True
 
 
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
-    show([with_backoff(lambda: client.get(host, queue, args.id), repeatable=True)], args)
+    task = with_backoff(lambda: client.get(host, queue, args.id), repeatable=True)
+    if show([task], args) and task.get("why"):  # JSON has it as a field
+        print(f"why: {task['why']}")
     return OK
 
 

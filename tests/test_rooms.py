@@ -77,7 +77,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "text": set(),
     "monitor": {"store", "store_pg"},
     "models": {"store"},
-    "stores": {"store", "store_pg", "models"},
+    "stores": {"store", "store_pg", "models", "text"},  # text: why a task waits, in words
     "auth": {"models"},
     "tasklogs": {"store", "store_pg", "stores", "models", "auth", "text", "monitor"},
     "schedules": {"store", "stores", "models"},

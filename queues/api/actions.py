@@ -31,6 +31,7 @@ from queues.store import (
 )
 from queues.store.clock import now_ms
 from queues.store.records import State
+from queues.stores.why import why_pending
 
 PRODUCER, WORKER, OPERATOR = Role.PRODUCER, Role.WORKER, Role.OPERATOR
 
@@ -187,6 +188,13 @@ def held_by(ctx: QueueContext, task: Task) -> str | None:
     now = now_ms(None)
     state = store.flow_state(ctx.host, ctx.queue, settings=ctx.settings, now=now)
     return limits.held_reason(state, ctx.settings, task, now)
+
+
+def why(ctx: QueueContext, task: Task) -> str | None:
+    """Why a pending task is not running, in one line (stores/why.py); None for any other."""
+    if task.status is not State.PENDING:
+        return None
+    return why_pending(task, ctx.settings, now=now_ms(None))
 
 
 def list_tasks(ctx: QueueContext, *, status: str | None, limit: int, offset: int) -> TaskPage:

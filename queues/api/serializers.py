@@ -54,6 +54,13 @@ class _ExtensionFields(serializers.Serializer):
         help_text="A read of a pending, claimable task only: what holds it back now (the "
         "queue's rate limit, its maxProcessing, or its concurrencyKey's maxPerKey).",
     )
+    why = serializers.CharField(
+        required=False,
+        help_text="A read of a pending task only: why it is not running, in one line (the "
+        "queue paused, the dependency it waits for, its backoff or delay and until when, the "
+        "flow limit holding it, how many claimable tasks are ahead of it, or that no worker "
+        "has claimed from the queue for some minutes).",
+    )
     requeuedAt = serializers.IntegerField(
         required=False,
         help_text="When a retry (an operator's, or a failure's backoff within the attempt "

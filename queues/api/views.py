@@ -236,6 +236,9 @@ class TaskView(APIView):
         held_by = actions.held_by(ctx, task)
         if held_by is not None:
             view["heldBy"] = held_by
+        why = actions.why(ctx, task)
+        if why is not None:
+            view["why"] = why
         return Response(view)
 
 

@@ -9,6 +9,7 @@ from queues import stores
 from queues.auth.access import User
 from queues.models import Queue
 from queues.store import State, Task
+from queues.stores.why import why_pending
 from tasklogs.failure_lines import failure_key, failure_lines
 from tasklogs.models import TaskEvent
 from tasklogs.queries import task_payloads
@@ -54,6 +55,7 @@ class TaskDetail:
     operator_events: list[TaskEvent]  # the events an operator's action wrote, oldest first
     actions: frozenset[str]
     payloads: list[tuple[str, str]]
+    why: str | None = None  # a pending task: why it is not running, in one line
 
     @property
     def lease_left_ms(self) -> int | None:
@@ -117,6 +119,7 @@ def task_detail(queue: Queue, task: Task, *, now_ms: int, user: User | None = No
         operator_events=[event for event in events if event.by],
         actions=allowed_actions(task, item_archived=archived, now_ms=now_ms),
         payloads=task_payloads(host, name, task.id),
+        why=why_pending(task, queue.to_settings(), now=now_ms),
     )
 
 

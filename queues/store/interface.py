@@ -191,6 +191,10 @@ class TaskStore(Protocol):
 
     def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts: ...
 
+    def claimable_ahead(self, host: str, queue: str, task: Task, *, now: int) -> int:
+        """Claimable tasks the next claims take before this pending one (at most 1,000)."""
+        ...
+
     def flow_state(
         self, host: str, queue: str, *, settings: QueueSettings, now: int | None = None
     ) -> FlowState: ...

@@ -306,6 +306,9 @@ class QueueStore:
     def state_counts(self, host: str, queue: str, *, now: int | None = None) -> StateCounts:
         return selecting.state_counts(self.core, host, queue, now=now)
 
+    def claimable_ahead(self, host: str, queue: str, task: Task, *, now: int) -> int:
+        return selecting.claimable_ahead(self.core, host, queue, task, now=now)
+
     def flow_state(
         self, host: str, queue: str, *, settings: QueueSettings, now: int | None = None
     ) -> FlowState:

@@ -10,7 +10,14 @@ from psycopg.rows import dict_row
 from queues.store.errors import NotFound
 from queues.store.records import State, Task
 from queues.store.results import QueueStats, TaskPage, _Any
-from queues.store.selecting import Found, OrderKey, Selection, StateCounts, key_of
+from queues.store.selecting import (
+    AHEAD_COUNTED,
+    Found,
+    OrderKey,
+    Selection,
+    StateCounts,
+    key_of,
+)
 
 from . import rows
 from .writes import Conn
@@ -83,6 +90,29 @@ SELECT
     min(posted_at) FILTER (WHERE status IN ('pending', 'waiting'))
 FROM th_tasks WHERE host = %(host)s AND queue = %(queue)s
 """
+
+
+# The claim's order (th_tasks_claim): priority first, then post order; the task's own row gives
+# its place, and only a claimable row ('pending', its time come) is counted.
+_AHEAD = """
+SELECT count(*) FROM (
+    SELECT 1 FROM th_tasks o,
+        (SELECT priority, posted_at, seq FROM th_tasks
+         WHERE host = %(host)s AND queue = %(queue)s AND id = %(id)s) AS me
+    WHERE o.host = %(host)s AND o.queue = %(queue)s AND o.status = 'pending'
+        AND o.available_at <= %(now)s
+        AND (o.priority > me.priority
+             OR (o.priority = me.priority AND (o.posted_at, o.seq) < (me.posted_at, me.seq)))
+    LIMIT %(most)s
+) AS ahead
+"""
+
+
+def claimable_ahead(conn: Conn, host: str, queue: str, task_id: str, *, now: int) -> int:
+    """selecting.claimable_ahead's answer from the table."""
+    params = {"host": host, "queue": queue, "id": task_id, "now": now, "most": AHEAD_COUNTED}
+    found = conn.execute(_AHEAD, params).fetchone()
+    return int(found[0]) if found else 0
 
 
 def _counts(conn: Conn, host: str, queue: str, now: int) -> tuple[int, ...]:

@@ -639,6 +639,10 @@ class PostgresStore:
             self._queue_exists(conn, host, queue)
             return reads.state_counts(conn, host, queue, now=now)
 
+    def claimable_ahead(self, host: str, queue: str, task: Task, *, now: int) -> int:
+        with self._pool.connection() as conn:
+            return reads.claimable_ahead(conn, host, queue, task.id, now=now)
+
     def flow_state(
         self, host: str, queue: str, *, settings: QueueSettings, now: int | None = None
     ) -> FlowState:

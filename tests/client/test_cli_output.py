@@ -66,6 +66,19 @@ def test_on_a_terminal_list_and_status_print_a_table_and_json_on_request(live, c
 
 
 @pytest.mark.slow
+def test_status_of_a_pending_task_says_why_it_is_not_running(live, clients, queues):
+    """Issue 36, item 10: the table row, then the read's `why` in one line."""
+    task = clients["paul"].post(HOST, "cwtable", {"n": 5}, delay=600)
+    shown = run_cli(live, "status", f"{HOST}/cwtable", task["id"], terminal=True).splitlines()
+    assert shown[1].split()[:2] == [task["id"], "pending"]
+    assert shown[2].startswith("why: Delayed by its post: claimable in ")
+    assert len(shown) == 3
+    piped = json.loads(run_cli(live, "status", f"{HOST}/cwtable", task["id"], terminal=False))
+    assert piped["why"] == shown[2].removeprefix("why: ")
+    clients["paul"].cancel(HOST, "cwtable", task["id"])
+
+
+@pytest.mark.slow
 def test_an_operators_table_names_the_worker_of_each_task(live, clients, queues):
     task = clients["paul"].post(HOST, "cwworker", {"n": 4})
     claimed = clients["wendy"].claim(HOST, "cwworker", "box-7")
