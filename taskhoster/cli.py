@@ -28,7 +28,7 @@ from . import backoff
 from .client import ApiError, Client
 from .log_format import handler_for, level_for
 from .numerals import integer_option, number_option
-from .task_table import table
+from .task_table import how_it_ended, table
 from .worker import Cancelled, Fail, Job, Retry, failure_summary, run_worker
 
 OK, TASK_FAILED, USAGE, UNREACHABLE, AUTH, NOT_FOUND, REFUSED, SERVER = range(8)
@@ -346,11 +346,9 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
         final = wait_for_end(client, host, queue, task)
         print_json(final.get("result"))
         if final["status"] != "finished":
-            print(
-                f"taskhoster: task {task['id']} {final['status']}"
-                + (f" ({final['error']})" if final.get("error") else ""),
-                file=sys.stderr,
-            )
+            how = how_it_ended(final)
+            print(f"taskhoster: task {task['id']} {final['status']}" + (f": {how}" if how else ""),
+                  file=sys.stderr)  # fmt: skip
             status = TASK_FAILED
     return status
 
@@ -443,6 +441,8 @@ def list_tasks(client: Client, host: str, queue: str, args: argparse.Namespace) 
 
 class CommandFailed(Exception):
     """A command that exited non-zero or was killed: its failure body says how."""
+
+    kind = "CommandFailed"  # the body's type, retried or not
 
     def __init__(self, message: str, details: dict[str, Any]) -> None:
         super().__init__(message)

@@ -29,11 +29,7 @@ def preview(task: dict[str, Any]) -> str:
     if status == "finished":
         text = json.dumps(task.get("result"), ensure_ascii=False)
     elif status in ("failed", "cancelled"):
-        # the server's reason ("attempts", "timeout") before the worker's own account
-        parts = [str(task["error"])] if task.get("error") else []
-        if task.get("result"):
-            parts.append(failure_summary(task["result"]))
-        text = ": ".join(parts)
+        text = how_it_ended(task)
     elif task.get("lastError") is not None:
         text = "last attempt: " + failure_summary(task["lastError"])
     elif task.get("progress") is not None:
@@ -42,6 +38,28 @@ def preview(task: dict[str, Any]) -> str:
         text = ""
     text = " ".join(text.split())  # one line
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 3] + "..."
+
+
+# The server's one-word ends said in words (the console says them alike)
+END_WORDS = {
+    "timeout": "the queue timeout passed",
+    "dependency_failed": "a task it was to run after did not finish",
+}
+
+
+def how_it_ended(task: dict[str, Any]) -> str:
+    """A failed or cancelled task's end: the server's reason in words ("attempts used up (3 of
+    3)", not "attempts"), then the worker's own account of its last attempt."""
+    error, parts = task.get("error"), []
+    if error == "attempts":
+        budget = task.get("maxAttempts")
+        parts.append(f"attempts used up ({task.get('attempts')} of {budget})" if budget
+                     else "attempts used up")  # fmt: skip
+    elif error:
+        parts.append(END_WORDS.get(str(error), str(error)))
+    if task.get("result"):
+        parts.append(failure_summary(task["result"]))
+    return ": ".join(parts)
 
 
 def attempts(task: dict[str, Any]) -> str:

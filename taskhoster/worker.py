@@ -503,7 +503,9 @@ def _handler_error(job: Job, exc: BaseException) -> tuple[str, dict[str, str]]:
 
 
 def _error_body(exc: BaseException) -> dict[str, Any]:
-    name = type(exc).__name__
+    # An exception may name its kind for people (`kind`): the command line's failure is one
+    # kind whether or not it was to be retried, and "CommandRetry" on a final failure misled.
+    name = getattr(exc, "kind", None) or type(exc).__name__
     if isinstance(exc, Retry | Fail | Cancelled):
         text = str(exc) or name  # the handler's own words
     else:

@@ -151,7 +151,7 @@ def test_the_columns_preview_worker_times_and_cancel_requested_once(resize, staf
     store.claim(HOST, NAME, settings=settings, worker="box-2")
     store.cancel(HOST, NAME, running.id, settings=settings)
     page = page_of(staff)
-    assert "{&quot;why&quot;:&quot;404 from the origin&quot;}" in page
+    assert "{&quot;why&quot;: &quot;404 from the origin&quot;}" in page
     assert "https://a.example/2" in page
     assert page.count("cancel requested") == 1 and "box-2" in page
     exact = r'<time datetime="2025-07-02T23:46:40.000\+00:00" title="2025-07-02 23:46:40.000 UTC">'
@@ -420,9 +420,18 @@ def test_the_preview_says_why_a_task_failed_or_waits():
                     item={"url": "u" * 200}, posted_by=None, posted_at=1, updated_at=1,
                     **fields)  # fmt: skip
 
-    assert preview(task(State.FAILED, error="attempts", result={"e": 1})) == 'attempts: {"e":1}'
-    assert preview(task(State.FAILED, error="timeout")) == "timeout"
-    assert preview(task(State.PENDING, last_error="boom")) == "last error: boom"
+    assert preview(task(State.FAILED, error="attempts", result={"e": 1})) == (
+        'attempts used up: {"e": 1}'  # a body without a reason field: its JSON
+    )
+    # Issue 36: the worker's failure body said as its reason's first line, not raw JSON, and
+    # the store's "attempts" in words with the count.
+    command = {"error": "the command exited with status 3: no such file: " + "a" * 60 + ".png",
+               "type": "CommandFailed", "exitCode": 3, "stderr": "x\nno such file"}  # fmt: skip
+    said = preview(task(State.FAILED, error="attempts", result=command, attempts=3,
+                        max_attempts=3))  # fmt: skip
+    assert said == "attempts used up (3 of 3): " + command["error"]  # whole: 135 characters
+    assert preview(task(State.FAILED, error="timeout")) == "the queue timeout passed"
+    assert preview(task(State.PENDING, last_error={"error": "boom\ntrace"})) == "last error: boom"
     long = preview(task(State.FINISHED, result=1))
     assert long.startswith('{"url":"uuu') and len(long) == PREVIEW_CHARS and long[-1] == "…"
 

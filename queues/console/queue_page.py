@@ -17,11 +17,13 @@ from queues import stores
 from queues.console.task_query import QueryError, Search, parse_search
 from queues.models import Queue
 from queues.store import STATUSES, NotFound, OrderKey, Selection, State, StateCounts, Task
+from queues.store.error_line import error_line
 from queues.text.durations import readable_seconds
+from queues.text.failure_words import end_in_words
 
 PAGE_SIZE = 50
 SCAN_BUDGET = 2_000  # records a field search reads per request before it offers to go on
-PREVIEW_CHARS = 90
+PREVIEW_CHARS = 200  # a failure's words and its reason's line (160) whole; the CSS cuts to the box
 # Which states each operator verb applies to: a tab shows only the ones its state allows.
 VALID_IN: dict[str, frozenset[State]] = {
     "cancel": frozenset({State.PENDING, State.PROCESSING}),
@@ -190,14 +192,18 @@ def preview(task: Task) -> str:
     """What tells tasks apart at a glance: a failure's error code and body, a retry's last
     error, else the item; cut short."""
     if task.status is State.FAILED and (task.error is not None or task.result is not None):
-        parts = [task.error] if task.error is not None else []
-        parts += [_text(task.result)] if task.result is not None else []
-        text = ": ".join(parts)
+        parts = [_end(task)] if task.error is not None else []
+        parts += [error_line(task.result)] if task.result is not None else []
+        text = ": ".join(part for part in parts if part)
     elif task.status is State.PENDING and task.last_error is not None:
-        text = "last error: " + _text(task.last_error)
+        text = "last error: " + error_line(task.last_error)
     else:
         text = _text(task.item)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _end(task: Task) -> str:
+    return end_in_words(task.error or "", attempts=task.attempts, max_attempts=task.max_attempts)
 
 
 def _text(value: Any) -> str:

@@ -10,6 +10,7 @@ from queues.auth.access import User
 from queues.models import Queue
 from queues.store import State, Task
 from queues.stores.why import why_pending
+from queues.text.failure_words import end_in_words
 from tasklogs.failure_lines import failure_key, failure_lines
 from tasklogs.models import TaskEvent
 from tasklogs.queries import task_payloads
@@ -65,6 +66,22 @@ class TaskDetail:
     @property
     def lapsed_count(self) -> int:
         return sum(attempt.lapsed for attempt in self.attempts)
+
+    @property
+    def error_words(self) -> str:
+        """The store's word for how the task ended, said for people ("attempts used up")."""
+        task = self.task
+        return end_in_words(task.error or "", attempts=task.attempts,
+                            max_attempts=task.max_attempts)  # fmt: skip
+
+    @property
+    def failure_before(self) -> object:
+        """The failure before the latest retry, when it says something the Failure box does
+        not: a failed task whose last two attempts failed alike showed the same box twice."""
+        task = self.task
+        if task.last_error is None or task.last_error == task.result:
+            return None
+        return task.last_error
 
 
 def allowed_actions(task: Task, *, item_archived: bool, now_ms: int = 0) -> frozenset[str]:

@@ -121,6 +121,7 @@ def test_a_command_killed_by_a_signal_says_it_was_and_which(live, clients, queue
     assert final["status"] == "failed"
     assert final["result"]["error"] == "the command was killed by signal 9 (SIGKILL)"
     assert final["result"]["exitCode"] == -9
+    assert final["result"]["type"] == "CommandFailed"  # not "CommandRetry" on its last attempt
 
 
 def running(pid: int) -> bool:

@@ -140,4 +140,8 @@ def test_post_wait_says_each_failed_attempt_and_the_wait_before_the_next(live, c
             rf"\(exit 3: no such file: 8\); retrying in {wait} s",
             line,
         ), waited.stderr
-    assert re.fullmatch(r"taskhoster: task [0-9a-f]+ failed \(attempts\)", lines[2]), lines
+    # Issue 36: not "failed (attempts)", jargon, but the end in words and the last failure
+    assert re.fullmatch(
+        r"taskhoster: task [0-9a-f]+ failed: attempts used up \(3 of 3\): exit 3: no such file: 8",
+        lines[2],
+    ), lines

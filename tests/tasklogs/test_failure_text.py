@@ -184,3 +184,28 @@ def test_every_attempts_error_stays_on_its_row_before_and_after_an_operators_ret
     assert errors == ["OSError: disk 2 full", "OSError: disk 1 full"]
     assert how == expected
     assert 'failed: <span class="bad">OSError: disk 2 full</span>' in failures
+
+
+@pytest.mark.parametrize("alike", [True, False], ids=["alike", "different"])
+def test_the_task_page_says_the_end_in_words_and_one_box_for_one_failure(
+    staff, make_queue, day_dir, alike
+) -> None:
+    """Issue 36: the page said `error: attempts`, and a task whose last two attempts failed
+    alike showed the same body under Failure and under Last failure before the retry."""
+    queue = make_queue(HOST, "resize", max_attempts=2, backoff_seconds=1)
+    settings, store = queue.to_settings(), stores.of(HOST, "resize")
+    now = DAY1 * 1000
+    task = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by=None, now=now).task
+    for attempt in (1, 2):
+        store.claim(HOST, "resize", settings=settings, worker="box-1", now=now + attempt * 10_000)
+        body = {"error": "exit 3" if alike else f"exit {attempt}"}
+        store.fail(HOST, "resize", task.id, settings=settings, worker="box-1", attempt=attempt,
+                   retry=True, result=body, now=now + attempt * 10_000 + 1)  # fmt: skip
+    html = staff.get(reverse("queues:task", args=[HOST, "resize", task.id])).content.decode()
+    assert (
+        '<th scope="row">ended by</th><td class="bad" title="attempts">attempts used up (2 of 2)'
+        in html
+    )
+    assert ">attempts</td>" not in html
+    assert html.count("<h2>Failure</h2>") == 1
+    assert ("<h2>Last failure before the retry</h2>" in html) is not alike
