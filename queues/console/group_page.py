@@ -1,4 +1,5 @@
-"""A group's console page: its progress as the store counts it, and its first tasks."""
+"""A group's console page: its progress as the store counts it, and its first tasks; and the
+groups of a queue, listed on the queue's page."""
 
 from __future__ import annotations
 
@@ -11,6 +12,28 @@ from queues.models import Queue
 from queues.store import GroupView, StoreError, Task
 
 SHOWN = 50  # the tasks the page lists; the counts cover them all
+GROUPS_SHOWN = 20  # the groups a queue's page lists, those not called back yet first
+GROUPS_READ = 200  # the names looked at to choose them (each read is one group's count)
+# The bar's parts, in this order: how the ended members ended, then those still to end.
+BAR_PARTS = ("finished", "failed", "cancelled", "gone")
+
+
+@dataclass(frozen=True)
+class BarPart:
+    outcome: str  # an outcome of GROUP_OUTCOMES, or "running"
+    count: int
+    percent: float  # of the bar's width
+
+
+def progress_bar(group: GroupView) -> list[BarPart]:
+    """The group's bar, a part per outcome with any member (a failed member shows as failed,
+    not as one more done), then the members still running."""
+    counts = group.counts
+    whole = max(counts.posted, 1)
+    outcomes = counts.outcomes()
+    parts = [(name, outcomes.get(name, 0)) for name in BAR_PARTS]
+    parts.append(("running", counts.posted - counts.ended))
+    return [BarPart(name, n, round(100 * n / whole, 2)) for name, n in parts if n > 0]
 
 
 @dataclass(frozen=True)
@@ -18,6 +41,10 @@ class GroupPage:
     group: GroupView
     tasks: list[Task]
     outcomes: list[tuple[str, int]]  # (outcome, count) of the ended, those with any
+
+    @property
+    def bar(self) -> list[BarPart]:
+        return progress_bar(self.group)
 
     @property
     def running(self) -> int:
@@ -44,3 +71,33 @@ def group_page(queue: Queue, group: str) -> GroupPage:
         raise Http404("No such group.") from None
     outcomes = [(name, n) for name, n in view.counts.outcomes().items() if n]
     return GroupPage(group=view, tasks=tasks, outcomes=outcomes)
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group: GroupView
+    bar: list[BarPart]
+
+    @property
+    def state_words(self) -> str:
+        return self.group.state.replace("_", " ")
+
+
+def queue_groups(queue: Queue) -> tuple[list[GroupRow], bool]:
+    """The groups a queue's page lists (those not called back yet first, then by name), and
+    whether it has more than it lists."""
+    host, name = queue.host.name, queue.name
+    store = stores.of(host, name)
+    try:
+        names = store.group_names(host, name, limit=GROUPS_READ + 1)
+    except StoreError:  # nothing of the queue in its store yet
+        return [], False
+    views = []
+    for group in names[:GROUPS_READ]:
+        try:
+            views.append(store.read_group(host, name, group))
+        except StoreError:  # removed since it was listed (its callback is gone)
+            continue
+    views.sort(key=lambda view: (view.state == "called_back", view.group))
+    rows = [GroupRow(view, progress_bar(view)) for view in views[:GROUPS_SHOWN]]
+    return rows, len(names) > GROUPS_SHOWN

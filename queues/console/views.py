@@ -16,6 +16,7 @@ from queues.console.bulk_steps import next_step
 from queues.console.charts import activity_chart
 from queues.console.flow_panel import flow_panel, flow_settings
 from queues.console.group_page import group_page as group_page_of
+from queues.console.group_page import queue_groups
 from queues.console.queue_page import queue_page as queue_page_of
 from queues.console.queue_page import settings_glance
 from queues.console.task_detail import task_detail
@@ -55,6 +56,7 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     found = operations.operated_queue(request.user, host, queue)
     now_ms = _now_ms()
     shown = queue_page_of(found, request.GET, known_actions=operations.TASK_ACTIONS, now_ms=now_ms)
+    groups, more_groups = queue_groups(found)
     return render(request, "console/queue.html", {
         "queue": found, "view": shown, "now_ms": now_ms,
         # What a search cost is for whoever tunes the store, not for the operator: staff see it
@@ -63,6 +65,7 @@ def queue_page(request: HttpRequest, host: str, queue: str) -> HttpResponse:
         "settings_glance": settings_glance(found) + flow_settings(found),
         "flow": flow_panel(found, shown.counts, now_ms=now_ms),
         "schedules": schedule_rows(found, now=timezone.now()), "webhook": webhook_panel(found),
+        "groups": groups, "more_groups": more_groups,
     })  # fmt: skip
 
 

@@ -791,6 +791,18 @@ def read_group(
     )
 
 
+def names(core: QueueCore, host: str, queue: str, *, limit: int) -> list[str]:
+    """The first `limit` of the queue's groups by name (the console's queue page lists them).
+    A read: a stray under groups/ is left for the sweep to move aside."""
+    try:
+        with core.queue_dirs(host, queue) as qd, _groups_dir(qd, create=False, fsync=False) as fd:
+            found = [e.name for e in os.scandir(fd)
+                     if _valid_group(e.name) and e.is_dir(follow_symlinks=False)]  # fmt: skip
+    except NotFound:  # no group was ever posted to the queue
+        return []
+    return sorted(found)[:limit]
+
+
 def members(core: QueueCore, host: str, queue: str, group: str, *, limit: int) -> list[Task]:
     """Up to `limit` tasks of the group as they stand (by id: the console's page shows the
     first of them), in post order; a task cleaned since is left out."""

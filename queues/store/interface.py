@@ -82,6 +82,10 @@ class TaskStore(Protocol):
         """Up to `limit` of a group's tasks as they stand, in post order (the console's page)."""
         ...
 
+    def group_names(self, host: str, queue: str, *, limit: int = 100) -> list[str]:
+        """The first `limit` of the queue's groups, by name (the console's queue page)."""
+        ...
+
     def fetch(
         self,
         host: str,

@@ -160,6 +160,9 @@ class QueueStore:
     def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
         return groups.members(self.core, host, queue, group, limit=limit)
 
+    def group_names(self, host: str, queue: str, *, limit: int = 100) -> list[str]:
+        return groups.names(self.core, host, queue, limit=limit)
+
     def fetch(
         self,
         host: str,

@@ -232,6 +232,16 @@ def read_group(
     )
 
 
+def names(conn: Conn, host: str, queue: str, *, limit: int) -> list[str]:
+    """The first `limit` of the queue's groups by name."""
+    found = conn.execute(
+        'SELECT grp FROM th_groups WHERE host = %s AND queue = %s ORDER BY grp COLLATE "C"'
+        " LIMIT %s",
+        (host, queue, limit),
+    ).fetchall()
+    return [row[0] for row in found]
+
+
 def member_ids(conn: Conn, host: str, queue: str, group: str, *, limit: int) -> Iterator[str]:
     """The first `limit` members of a group, in the order they were posted."""
     for row in conn.execute(

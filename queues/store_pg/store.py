@@ -337,6 +337,11 @@ class PostgresStore:
             self._queue_exists(conn, host, queue)
             return groups.read_group(conn, host, queue, group, seen_by=seen_by)
 
+    def group_names(self, host: str, queue: str, *, limit: int = 100) -> list[str]:
+        with self._pool.connection() as conn:
+            self._queue_exists(conn, host, queue)
+            return groups.names(conn, host, queue, limit=limit)
+
     def group_members(self, host: str, queue: str, group: str, *, limit: int = 50) -> list[Task]:
         with self._pool.connection() as conn:
             self._queue_exists(conn, host, queue)

@@ -687,3 +687,14 @@ def test_a_post_while_the_closing_post_writes_its_task_joins_and_a_second_closin
         h.store.finish(HOST, QUEUE, task.id, result={}, now=T0 + 20, **W)
     [callback] = _callbacks(h)
     assert callback.item["report"] == "nightly" and callback.item["group"]["total"] == 3
+
+
+def test_a_queues_groups_are_listed_by_name(h):
+    """Issue 36, item 7: the console's queue page lists its groups (a group was reachable only
+    from a member or by its URL)."""
+    for name in ("nightly", "a-batch", "z_last", "b-2"):
+        _post(h, 1, group=name)
+    h.post({"n": 0}, settings=LONG)  # no group
+    assert h.store.group_names(HOST, QUEUE, limit=0) == []
+    assert h.store.group_names(HOST, QUEUE) == ["a-batch", "b-2", "nightly", "z_last"]
+    assert h.store.group_names(HOST, QUEUE, limit=2) == ["a-batch", "b-2"]
