@@ -76,12 +76,11 @@ class TaskDetail:
 
     @property
     def failure_before(self) -> object:
-        """The failure before the latest retry, when it says something the Failure box does
-        not: a failed task whose last two attempts failed alike showed the same box twice."""
+        """The failure before the latest retry, while the task has not failed for good: a
+        failed task's Failure box is its end (each attempt's own line is in its attempts),
+        and its last two attempts, failing alike, showed the same box twice."""
         task = self.task
-        if task.last_error is None or task.last_error == task.result:
-            return None
-        return task.last_error
+        return None if task.status is State.FAILED else task.last_error
 
 
 def allowed_actions(task: Task, *, item_archived: bool, now_ms: int = 0) -> frozenset[str]:

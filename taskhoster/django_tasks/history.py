@@ -8,6 +8,7 @@ next attempt's runner takes it up from the claimed record's `lastError`.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +29,11 @@ class History:
     errors: list[dict[str, str]] = field(default_factory=list)  # exceptionClassPath, traceback
 
     def as_body(self) -> dict[str, Any]:
+        # The times as ISO 8601 (UTC, milliseconds): the body is shown to people on the
+        # console's task page, where epoch milliseconds read as a bare number.
         return {
-            "startedAt": self.started_at,
-            "lastAttemptedAt": self.last_attempted_at,
+            "startedAt": _iso(self.started_at),
+            "lastAttemptedAt": _iso(self.last_attempted_at),
             "workerIds": self.worker_ids,
             "errors": self.errors,
         }
@@ -111,7 +114,24 @@ def _without_history(*bodies: Any) -> History:
 
 
 def _ms(value: Any) -> int | None:
+    """Epoch milliseconds of a body's time: ISO 8601 as as_body writes it, or the epoch
+    milliseconds bodies carried before (and the record's own updatedAt)."""
+    if isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            return None
+        return round(when.timestamp() * 1000)
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    second = dt.datetime.fromtimestamp(ms // 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{second}.{ms % 1000:03d}Z"
 
 
 def _tail(text: str, most: int) -> str:

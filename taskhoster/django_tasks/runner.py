@@ -21,8 +21,10 @@ ID_SEPARATOR = ":"
 
 
 class TaskRaised(Exception):
-    """The function raised: the failure body keeps its class path and traceback, and the
-    attempts' history, for get_result's `errors`."""
+    """The function raised: the failure body keeps its class path and the attempts' history,
+    whose `errors` end with this attempt's traceback, for get_result's `errors`."""
+
+    kind = "TaskRaised"  # the body's type, retried or not (not TaskRaisedRetry on the last)
 
     def __init__(self, message: str, details: dict[str, Any]) -> None:
         super().__init__(message)
@@ -84,7 +86,8 @@ def _raised(
 ) -> TaskRaised:
     class_path = f"{type(exc).__module__}.{type(exc).__qualname__}"
     trace = "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:]
-    details = {**echo, "exceptionClassPath": class_path, "traceback": trace,
+    # The traceback once, as the newest of `errors` (a copy beside it showed it twice more)
+    details = {**echo, "exceptionClassPath": class_path,
                **history.failed(class_path, trace).as_body()}  # fmt: skip
     return kind(text, details)
 

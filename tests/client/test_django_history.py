@@ -54,3 +54,31 @@ def test_a_view_reads_the_report_its_status_says_is_the_latest():
     legacy = {"exceptionClassPath": "a.B", "traceback": "t"}
     assert of_view({"status": "failed", "result": legacy}).errors == [legacy]
     assert of_body("timeout") is None
+
+
+def test_a_failure_body_has_its_traceback_once_its_times_in_iso_and_one_type():
+    """Issue 36: the console's page of a failed Django task showed the traceback three times
+    (beside `errors`, in it, and a retried attempt's type, TaskRaisedRetry, on the last), and
+    startedAt as epoch milliseconds."""
+    import json
+
+    from taskhoster.django_tasks.runner import TaskRaisedRetry, _raised
+    from taskhoster.worker import _error_body
+
+    history = History(1_751_500_000_123, 1_751_500_004_000, ["w"], [])
+    try:
+        raise ValueError("cannot resize a PDF")
+    except ValueError as exc:
+        raised = _raised(TaskRaisedRetry, exc, {"task": "a.b"}, history, "ValueError: cannot")
+    body = _error_body(raised)
+    assert body["type"] == "TaskRaised"
+    assert "traceback" not in body and len(body["errors"]) == 1
+    assert json.dumps(body).count("Traceback (most recent call last)") == 1
+    assert (body["startedAt"], body["lastAttemptedAt"]) == (
+        "2025-07-02T23:46:40.123Z",
+        "2025-07-02T23:46:44.000Z",
+    )
+    again = of_body(body)  # the next attempt, and get_result, read the times back exactly
+    assert (again.started_at, again.last_attempted_at) == (1_751_500_000_123, 1_751_500_004_000)
+    old = of_body({**body, "startedAt": 1_751_500_000_123})  # a body written before: ms
+    assert old.started_at == 1_751_500_000_123
