@@ -174,6 +174,31 @@ class PendingIndex:
             return task_id
         return None
 
+    def count_before(self, mine: tuple[int, int, int, str], now: int, most: int) -> int:
+        """How many claimable candidates a claim takes before the one whose heap entry would
+        be `mine` (-priority, postedAt, seq, id), at most `most`: a walk down the ready heap
+        that leaves out each subtree whose top is not before `mine` (a heap's descendants
+        come after their parent), so it costs about what it counts, not the queue's depth;
+        then the delayed candidates whose time has come (few: a claim moves them back)."""
+        counted: set[str] = set()  # an id may sit in the heap twice with the same values
+        heap, stack = self._ready, [0]
+        while stack and len(counted) < most:
+            i = stack.pop()
+            if i >= len(heap) or heap[i] >= mine:
+                continue
+            neg_priority, posted_at, seq, task_id = heap[i]
+            key = self.entries.get(task_id)
+            if key is not None and key[2] <= now and (key[0], key[1], key[4]) == (
+                neg_priority, posted_at, seq
+            ):  # fmt: skip
+                counted.add(task_id)
+            stack += (2 * i + 1, 2 * i + 2)
+        for at, task_id in self._delayed:
+            key = self.entries.get(task_id)
+            if at <= now and key is not None and key[2] <= now and _ready(task_id, key) < mine:
+                counted.add(task_id)
+        return min(len(counted), most)
+
     def waiting_ids(self) -> frozenset[str]:
         """The pending ids that wait for other tasks (the sweep has nothing to do to them)."""
         return frozenset(self._waiting)

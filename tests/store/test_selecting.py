@@ -191,3 +191,29 @@ def test_a_record_that_moved_since_the_index_looked_is_left_out(h):
     assert _read(qd, "done", task.id, Selection()) is None
     (h.queue_dir / "done" / "0123456789abcdef.json").write_bytes(b"{")
     assert _read(qd, "done", "0123456789abcdef", Selection()) is None
+
+
+def test_claimable_ahead_counts_what_the_claims_take_first(h):
+    """Issue 36, item 10 (`why`): the tasks ahead of a pending one, in the claim's order
+    (priority, then post order), leaving out the delayed, the waiting, the running and the
+    ended; checked against the claims themselves, on both stores."""
+    now = T0 + 100_000
+
+    def post(i: int) -> Task:
+        delay = 3600 if i % 7 == 3 else 0
+        return h.post({"n": i}, now=T0 + (i // 3) * 1000, priority=(i % 5 == 0) * 3,
+                      delay_seconds=delay)  # fmt: skip
+
+    posted = [post(i) for i in range(40)]
+    h.post({"n": "w"}, now=T0, after=[f"{QUEUE}/{posted[0].id}"])  # waits: never ahead
+    for _ in range(4):  # four claimed: no longer ahead of anyone
+        assert h.claim(now=T0 + 50_000) is not None
+    pending = [t for t in (h.store.read(HOST, QUEUE, p.id) for p in posted)
+               if t.status is State.PENDING]  # fmt: skip
+    counted = {t.id: h.store.claimable_ahead(HOST, QUEUE, t, now=now) for t in pending}
+    order = []  # the claims' own order, one at a time
+    while (task := h.claim(now=now)) is not None:
+        order.append(task.id)
+    for place, task_id in enumerate(order):
+        assert counted[task_id] == place
+    assert len(order) < len(pending)  # the delayed ones were pending, and not ahead of any
