@@ -177,6 +177,20 @@ def test_event_rows_have_task_logs_columns_and_unique_lines(ph):
     assert line == ph.events(task.id)[0] and ph.store.events_since(HOST, QUEUE, first_id + 1) == []
 
 
+def test_an_events_table_made_before_failure_reasons_gets_the_column_on_open(ph):
+    """Issue 36: a store's own th_events made by a release before `reason` is added to on
+    open, and the next failure's row keeps its line."""
+    table = sql.Identifier(ph.config.schema, ph.config.events_table)
+    with ph._conn() as conn:
+        conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN reason").format(table))
+    ph.reopen()
+    task = ph.post()
+    ph.claim()
+    ph.store.fail(HOST, QUEUE, task.id, settings=SETTINGS, worker="box-1", attempt=1,
+                  result={"error": "ValueError: no\nmore"})  # fmt: skip
+    assert ph.events(task.id)[-1]["reason"] == "ValueError: no"
+
+
 def test_an_item_with_a_nul_character_keeps_it(ph):
     task = ph.post({"s": "a\u0000b"})
     assert ph.store.read(HOST, QUEUE, task.id).item == {"s": "a\u0000b"}
