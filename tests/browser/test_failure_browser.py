@@ -74,3 +74,45 @@ def test_a_traceback_reads_as_wrapped_lines(browser, live_server, store_dirs, sh
     assert "failed: ValueError: the-image" in page.locator(".recent-failures").inner_text()
     shoot(page, "dashboard")
     context.close()
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_every_attempts_error_and_the_end_in_words_after_a_retry(
+    browser, live_server, store_dirs, shoot, size
+):
+    """Issue 36, items 1 and 5: each failed attempt keeps its own line on the task page and in
+    Task Logs after an operator's retry (no archive), and the end reads "attempts used up
+    (2 of 2)", one Failure box, not "error: attempts"."""
+    queue, _ = save_queue(HOST, "resize", max_attempts=2, backoff_seconds=1)
+    settings, store = queue.to_settings(), stores.of(HOST, "resize")
+    task = store.post(HOST, "resize", {"n": 1}, settings=settings, posted_by="admin").task
+    now = task.posted_at
+    for attempt in (1, 2, 3, 4):
+        if attempt == 3:
+            store.retry(HOST, "resize", task.id, settings=settings, by="sam", now=now + 2)
+        now = max(store.read(HOST, "resize", task.id).available_at, now + 1000)
+        store.claim(HOST, "resize", settings=settings, worker=f"box-{attempt}", now=now)
+        store.fail(HOST, "resize", task.id, settings=settings, worker=f"box-{attempt}",
+                   attempt=attempt, retry=True, now=now + 1,
+                   result={"error": f"OSError: disk {attempt} is full"})  # fmt: skip
+    call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
+                 stdout=io.StringIO())  # fmt: skip
+    User.objects.create_user("sam", password="a-long-password", is_staff=True)
+    context = browser.new_context(viewport=size)
+    page = context.new_page()
+    log_in(page, live_server, "sam", "a-long-password")
+    page.goto(f"{live_server.url}/console/{HOST}/resize/{task.id}/")
+    how = [cell.inner_text() for cell in page.locator('td[data-label="how"]').all()]
+    assert [line.split(": ", 1)[1] for line in how] == [
+        f"OSError: disk {attempt} is full" for attempt in (1, 2, 3, 4)
+    ]
+    assert page.locator("table.record").inner_text().count("attempts used up (4 of 4)") == 1
+    assert page.locator("h2", has_text="Last failure before the retry").count() == 0
+    assert_fits(page)
+    shoot(page, "task")
+    page.goto(f"{live_server.url}/logs/?task={task.id}")
+    errors = [e.inner_text() for e in page.locator("td.tasklogs-error").all() if e.inner_text()]
+    assert errors == [f"OSError: disk {attempt} is full" for attempt in (4, 3, 2, 1)]
+    assert_fits(page)
+    shoot(page, "task-logs")
+    context.close()
