@@ -4,6 +4,7 @@ ahead of it, or no worker claiming (issue 36, item 10). Both stores."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -47,8 +48,11 @@ def test_tasks_ahead_are_counted_in_the_claims_order(world):
 
 def test_a_task_first_in_line_for_minutes_says_no_worker_claimed(world):
     task = world.post(now=int(time.time() * 1000) - 3 * MINUTE)
-    assert why(world, task.id) == (
-        "Next in line, claimable for 3 min: no worker has claimed from this queue since."
+    # the read's clock is the real one: a loaded machine may take a second or more to answer
+    assert re.fullmatch(
+        r"Next in line, claimable for 3 min( \d+ s)?: no worker has claimed from this queue "
+        r"since\.",
+        why(world, task.id),
     )
 
 
@@ -60,7 +64,10 @@ def test_a_paused_queue_says_so_first(world):
 
 def test_a_delayed_post_and_a_backoff_say_until_when(world):
     delayed = world.post(delay_seconds=120)
-    assert why(world, delayed.id).startswith("Delayed by its post: claimable in 2 min (")
+    assert re.fullmatch(
+        r"Delayed by its post: claimable in (2 min|1 min \d+ s) \(\d\d:\d\d:\d\d UTC\)\.",
+        why(world, delayed.id),
+    )
     _set(world, max_attempts=3, backoff_seconds=30)
     failing = world.post()
     world.claim()
@@ -92,5 +99,7 @@ def test_the_rate_limit_says_when_the_next_claim_is_allowed(world):
     held = world.post()
     world.claim()
     said = why(world, held.id)
-    assert said.startswith("Held by the queue's rate limit: the next claim is allowed in ")
-    assert said.endswith((" 59 min.", " 1 hour."))
+    assert re.fullmatch(
+        r"Held by the queue's rate limit: the next claim is allowed in (1 hour|59 min( \d+ s)?)\.",
+        said,
+    )
