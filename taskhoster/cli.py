@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from . import backoff
-from .client import ApiError, Client
+from .client import VERSION, ApiError, Client
 from .log_format import handler_for, level_for
 from .numerals import integer_option, number_option
 from .task_table import table
@@ -37,8 +37,22 @@ TRANSIENT_TRIES = 5  # a producer call that met 429/5xx or a refused connection
 STDERR_TAIL_CHARS = 2000  # what a failed command's report keeps of its standard error
 WAIT_STEP_SECONDS = 30  # one waiting read of --wait
 
+USER_AGENT = f"taskhoster-cli/{VERSION}"
+
 T = TypeVar("T")
 command_log = logging.getLogger("taskhoster.command")
+
+
+class OutputClosed(Exception):
+    """Standard output's reader is gone (`taskhoster list ... | head -1`): a normal end."""
+
+
+def out(text: str) -> None:
+    """A line on standard output; a reader that closed the pipe ends the command quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        raise OutputClosed from None
 
 
 class CliError(Exception):
@@ -208,10 +222,15 @@ def main(argv: list[str] | None = None) -> int:
             raise CliError(USAGE, f"HOST/QUEUE expected, e.g. ex.com/resize (got {args.target!r})")
         try:
             # tries=1: every call below is retried here, on one schedule, not twice over
-            client = Client(args.url, args.token, timeout=30, tries=1)
+            client = Client(args.url, args.token, timeout=30, tries=1, user_agent=USER_AGENT)
         except ValueError:
             raise CliError(UNREACHABLE, url_problem(url_from, args.url)) from None
         return int(COMMANDS[args.command](client, host, queue, args))
+    except OutputClosed:
+        # Python would say so again when it flushes standard output at exit: point it elsewhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return OK
     except CliError as exc:
         print(f"taskhoster: {exc.message}", file=sys.stderr)
         return exc.status
@@ -254,7 +273,7 @@ def say(line: str) -> None:
 
 
 def print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False))
+    out(json.dumps(value, ensure_ascii=False))
 
 
 # -- producers -----------------------------------------------------------------------------------
@@ -338,7 +357,7 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
         )
         posted.append(task)
         if not args.wait:
-            print(task["id"], flush=True)
+            out(task["id"])
     if not args.wait:
         return OK
     status = OK
@@ -398,7 +417,7 @@ def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> None:
         for task in tasks:
             print_json(task)
     else:
-        print(table(tasks))
+        out(table(tasks))
 
 
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
@@ -635,7 +654,7 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         caught_up = True
         if not shown:
             task = with_backoff(lambda: client.get(host, queue, args.task), repeatable=True)
-            print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
+            out(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}))
             status = task["status"]
         return status not in TERMINAL
 
@@ -675,7 +694,7 @@ def follow(
     the last)`, at a history stream's `: caught up`, answers whether to go on."""
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
-    headers = {"Accept": "text/event-stream"}
+    headers = {"Accept": "text/event-stream", "User-Agent": client.user_agent}
     if client.token:
         headers["Authorization"] = f"Bearer {client.token}"
     if last_id:
@@ -701,7 +720,7 @@ def follow(
             if "data" in message and "event" in message:
                 last_id = message.get("id", last_id)
                 data = json.loads(message["data"])
-                print(event_line(message["event"], data), flush=True)
+                out(event_line(message["event"], data))
                 shown, status = shown + 1, data.get("status")
             message = {}
         elif line == CAUGHT_UP:
