@@ -36,6 +36,7 @@ TERMINAL = ("finished", "failed", "cancelled")
 TRANSIENT_TRIES = 5  # a producer call that met 429/5xx or a refused connection
 STDERR_TAIL_CHARS = 2000  # what a failed command's report keeps of its standard error
 WAIT_STEP_SECONDS = 30  # one waiting read of --wait
+WATCH_PAUSE_MOST = 5.0  # the longest pause between a broken watch's reconnects
 
 USER_AGENT = f"taskhoster-cli/{VERSION}"
 
@@ -636,12 +637,29 @@ def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
 
 def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
     """One line per event; reconnects after a dropped stream from where it was. A task's
-    watch starts with its events so far (the stream's `from=posted`), then follows."""
+    watch starts with its events so far (the stream's `from=posted`), then follows.
+
+    On standard error: one line when the stream opens, and for a break (the server restarting)
+    one line when it breaks and one when it is back; the reconnects between back off
+    (backoff.py's schedule, at most WATCH_PAUSE_MOST apart) and say nothing."""
     path = f"{client.prefix}/queues/{host}/{queue}/events"
+    what = f"{host}/{queue}"
     if args.task:
         path += f"?task={args.task}&from=posted"
+        what = f"task {args.task} of {what}"
     last_id: str | None = None
     caught_up = False
+    opened = False  # the stream answered once: a later failure is a break, not a wrong URL
+    broke_at: float | None = None
+    pauses = backoff.schedule(None, WATCH_PAUSE_MOST)
+
+    def on_open() -> None:
+        nonlocal opened, broke_at
+        if not opened:
+            say(f"following {what} at {client.base_url} (Ctrl-C ends)")
+        elif broke_at is not None:
+            say(f"back: following {what} again after {time.monotonic() - broke_at:.0f} s")
+        opened, broke_at = True, None
 
     def on_caught_up(shown: int, status: str | None) -> bool:
         """The history is out (`status`: the task's state after the last event shown). A task
@@ -660,18 +678,24 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
 
     while True:
         try:
-            last_id = follow(client, path, last_id, on_caught_up=on_caught_up)
+            last_id = follow(client, path, last_id, on_caught_up=on_caught_up, on_open=on_open)
             if last_id is STOPPED:
                 return OK
-        except ApiError as exc:
-            # the server's hint is for the URL; this user types an option
-            exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
-            raise
-        except (OSError, http.client.HTTPException) as exc:
-            if last_id is None:
+        except (ApiError, OSError, http.client.HTTPException) as exc:
+            if not opened or (
+                isinstance(exc, ApiError) and not backoff.retryable(exc, repeatable=True)
+            ):
+                if isinstance(exc, ApiError):
+                    # the server's hint is for the URL; this user types an option
+                    exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
                 raise
-            print(f"taskhoster: stream broke ({exc}); reconnecting", file=sys.stderr)
-        time.sleep(1)
+            if broke_at is None:
+                broke_at = time.monotonic()
+                pauses = backoff.schedule(None, WATCH_PAUSE_MOST)
+                say(f"stream broke ({backoff.reason(exc)}); reconnecting")
+            time.sleep(backoff.pause_for(exc, next(pauses)))
+            continue
+        time.sleep(0.5)  # the server ended the stream (its restart ends them first): come back
 
 
 STOPPED = "stopped"  # follow's answer when on_caught_up said not to go on
@@ -689,9 +713,11 @@ def follow(
     path: str,
     last_id: str | None,
     on_caught_up: Callable[[int, str | None], bool] | None = None,
+    on_open: Callable[[], None] | None = None,
 ) -> str | None:
-    """Print the stream's events until it ends; `on_caught_up(events shown, the status after
-    the last)`, at a history stream's `: caught up`, answers whether to go on."""
+    """Print the stream's events until it ends; `on_open()` once the server answered it, and
+    `on_caught_up(events shown, the status after the last)`, at a history stream's
+    `: caught up`, answers whether to go on."""
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
     headers = {"Accept": "text/event-stream", "User-Agent": client.user_agent}
@@ -709,6 +735,8 @@ def follow(
             info.get("code", "http_error"),
             info.get("detail", body[:200].decode(errors="replace")),
         )
+    if on_open is not None:
+        on_open()
     message: dict[str, str] = {}
     shown, status = 0, None
     while True:
