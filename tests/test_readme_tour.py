@@ -63,7 +63,7 @@ def clean_env() -> dict[str, str]:
     """A new user's shell: none of the test run's settings (databases, directories)."""
     ours = ("TASKHOSTER_", "DJANGO_", "DATABASE_", "PYTEST", "COV_")
     kept = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
-    return {**kept, "PYTHONDONTWRITEBYTECODE": "1"}
+    return kept
 
 
 def free_port() -> int:
