@@ -21,14 +21,16 @@ unexport PYTHONDONTWRITEBYTECODE
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@# setuptools' "Editable installation" box is a UserWarning of the build: not ours to show
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
 venv: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input
-	DEBUG=$${DEBUG:-1} $(PY) manage.py bootstrap
+	@# a line per migration says nothing to someone starting the server: migrate quietly
+	@DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --no-input --verbosity 0
+	@DEBUG=$${DEBUG:-1} $(PY) manage.py bootstrap
 	@echo "taskhoster on http://127.0.0.1:$(PORT)/  (admin: /admin/, API docs: /api/v1/docs/; Ctrl-C stops)"
 	DEBUG=$${DEBUG:-1} $(PY) manage.py serve --bind 127.0.0.1:$(PORT)
 

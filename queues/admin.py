@@ -68,7 +68,10 @@ class HostAdmin(admin.ModelAdmin):
         return host.queues.count()
 
 
-class QueueAccessInline(admin.TabularInline):
+class QueueAccessInline(admin.StackedInline):
+    """Stacked: a table's row of the user's and the group's search boxes put Group and Role off
+    a phone's screen, behind a sideways scroll."""
+
     model = QueueAccess
     fields = ("user", "group", "role")
     autocomplete_fields = ("user", "group")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import http.client
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -38,13 +39,13 @@ T = TypeVar("T")
 CONNECTION_ERRORS = (OSError, http.client.HTTPException)
 
 
-def schedule(tries: int | None = None) -> Iterator[float]:
+def schedule(tries: int | None = None, most: float = MOST_PAUSE_SECONDS) -> Iterator[float]:
     """The pauses between tries, before jitter: 0.5, 1, 2, 4, ... 30, 30 (tries - 1 of them;
-    without end when `tries` is None)."""
-    pause, given = FIRST_PAUSE_SECONDS, 0
+    without end when `tries` is None); none longer than `most`."""
+    pause, given = min(FIRST_PAUSE_SECONDS, most), 0
     while tries is None or given < tries - 1:
         yield pause
-        pause, given = min(pause * FACTOR, MOST_PAUSE_SECONDS), given + 1
+        pause, given = min(pause * FACTOR, most), given + 1
 
 
 def retryable(exc: BaseException, *, repeatable: bool) -> bool:
@@ -91,17 +92,22 @@ def with_backoff(
     say: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     after_failure: Callable[[], None] | None = None,
+    most: float = MOST_PAUSE_SECONDS,
+    recovered: Callable[[float], None] | None = None,
 ) -> T:
     """`call`, tried again by the policy above until it answers; raises its last error when
     the tries are spent, when an error is not retried, or when `stop` is set during a pause.
 
     `say` gets the retrying line once, at the first failure; `after_failure` runs after each
-    failed try (the client drops its broken connection)."""
-    pauses = schedule(tries)
+    failed try (the client drops its broken connection). `most` caps the pauses: a caller that
+    must be back soon after the server is (a worker's claims) pays for it in tries. `recovered`
+    gets the seconds since the first failure when a try answers after failures."""
+    pauses = schedule(tries, most)
     first = True
+    failed_at = 0.0
     while True:
         try:
-            return call()
+            answer = call()
         except (*CONNECTION_ERRORS, ApiError) as exc:
             if after_failure is not None:
                 after_failure()
@@ -111,10 +117,16 @@ def with_backoff(
             if planned is None:
                 raise
             pause = pause_for(exc, planned)
-            if first and say is not None:
-                say(retrying_line(exc, tries, pause))
+            if first:
+                failed_at = time.monotonic()
+                if say is not None:
+                    say(retrying_line(exc, tries, pause))
             first = False
             if stop is None:
                 threading.Event().wait(pause)
             elif stop.wait(pause):
                 raise
+        else:
+            if not first and recovered is not None:
+                recovered(time.monotonic() - failed_at)
+            return answer

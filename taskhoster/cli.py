@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from . import backoff
-from .client import ApiError, Client
+from .client import VERSION, ApiError, Client
 from .log_format import handler_for, level_for
 from .numerals import integer_option, number_option
 from .task_table import how_it_ended, table
@@ -36,9 +36,24 @@ TERMINAL = ("finished", "failed", "cancelled")
 TRANSIENT_TRIES = 5  # a producer call that met 429/5xx or a refused connection
 STDERR_TAIL_CHARS = 2000  # what a failed command's report keeps of its standard error
 WAIT_STEP_SECONDS = 30  # one waiting read of --wait
+WATCH_PAUSE_MOST = 5.0  # the longest pause between a broken watch's reconnects
+
+USER_AGENT = f"taskhoster-cli/{VERSION}"
 
 T = TypeVar("T")
 command_log = logging.getLogger("taskhoster.command")
+
+
+class OutputClosed(Exception):
+    """Standard output's reader is gone (`taskhoster list ... | head -1`): a normal end."""
+
+
+def out(text: str) -> None:
+    """A line on standard output; a reader that closed the pipe ends the command quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        raise OutputClosed from None
 
 
 class CliError(Exception):
@@ -208,10 +223,15 @@ def main(argv: list[str] | None = None) -> int:
             raise CliError(USAGE, f"HOST/QUEUE expected, e.g. ex.com/resize (got {args.target!r})")
         try:
             # tries=1: every call below is retried here, on one schedule, not twice over
-            client = Client(args.url, args.token, timeout=30, tries=1)
+            client = Client(args.url, args.token, timeout=30, tries=1, user_agent=USER_AGENT)
         except ValueError:
             raise CliError(UNREACHABLE, url_problem(url_from, args.url)) from None
         return int(COMMANDS[args.command](client, host, queue, args))
+    except OutputClosed:
+        # Python would say so again when it flushes standard output at exit: point it elsewhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return OK
     except CliError as exc:
         print(f"taskhoster: {exc.message}", file=sys.stderr)
         return exc.status
@@ -254,7 +274,7 @@ def say(line: str) -> None:
 
 
 def print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False))
+    out(json.dumps(value, ensure_ascii=False))
 
 
 # -- producers -----------------------------------------------------------------------------------
@@ -338,7 +358,7 @@ def post(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
         )
         posted.append(task)
         if not args.wait:
-            print(task["id"], flush=True)
+            out(task["id"])
     if not args.wait:
         return OK
     status = OK
@@ -397,14 +417,14 @@ def show(tasks: list[dict[str, Any]], args: argparse.Namespace) -> bool:
         for task in tasks:
             print_json(task)
         return False
-    print(table(tasks))
+    out(table(tasks))
     return True
 
 
 def status(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
     task = with_backoff(lambda: client.get(host, queue, args.id), repeatable=True)
     if show([task], args) and task.get("why"):  # JSON has it as a field
-        print(f"why: {task['why']}")
+        out(f"why: {task['why']}")
     return OK
 
 
@@ -621,12 +641,29 @@ def work(client: Client, host: str, queue: str, args: argparse.Namespace) -> int
 
 def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> int:
     """One line per event; reconnects after a dropped stream from where it was. A task's
-    watch starts with its events so far (the stream's `from=posted`), then follows."""
+    watch starts with its events so far (the stream's `from=posted`), then follows.
+
+    On standard error: one line when the stream opens, and for a break (the server restarting)
+    one line when it breaks and one when it is back; the reconnects between back off
+    (backoff.py's schedule, at most WATCH_PAUSE_MOST apart) and say nothing."""
     path = f"{client.prefix}/queues/{host}/{queue}/events"
+    what = f"{host}/{queue}"
     if args.task:
         path += f"?task={args.task}&from=posted"
+        what = f"task {args.task} of {what}"
     last_id: str | None = None
     caught_up = False
+    opened = False  # the stream answered once: a later failure is a break, not a wrong URL
+    broke_at: float | None = None
+    pauses = backoff.schedule(None, WATCH_PAUSE_MOST)
+
+    def on_open() -> None:
+        nonlocal opened, broke_at
+        if not opened:
+            say(f"following {what} at {client.base_url} (Ctrl-C ends)")
+        elif broke_at is not None:
+            say(f"back: following {what} again after {time.monotonic() - broke_at:.0f} s")
+        opened, broke_at = True, None
 
     def on_caught_up(shown: int, status: str | None) -> bool:
         """The history is out (`status`: the task's state after the last event shown). A task
@@ -639,24 +676,30 @@ def watch(client: Client, host: str, queue: str, args: argparse.Namespace) -> in
         caught_up = True
         if not shown:
             task = with_backoff(lambda: client.get(host, queue, args.task), repeatable=True)
-            print(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}), flush=True)
+            out(event_line("now", {**task, "at": iso_utc(task["updatedAt"])}))
             status = task["status"]
         return status not in TERMINAL
 
     while True:
         try:
-            last_id = follow(client, path, last_id, on_caught_up=on_caught_up)
+            last_id = follow(client, path, last_id, on_caught_up=on_caught_up, on_open=on_open)
             if last_id is STOPPED:
                 return OK
-        except ApiError as exc:
-            # the server's hint is for the URL; this user types an option
-            exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
-            raise
-        except (OSError, http.client.HTTPException) as exc:
-            if last_id is None:
+        except (ApiError, OSError, http.client.HTTPException) as exc:
+            if not opened or (
+                isinstance(exc, ApiError) and not backoff.retryable(exc, repeatable=True)
+            ):
+                if isinstance(exc, ApiError):
+                    # the server's hint is for the URL; this user types an option
+                    exc.detail = exc.detail.replace("(?task=ID)", "(taskhoster watch --task ID)")
                 raise
-            print(f"taskhoster: stream broke ({exc}); reconnecting", file=sys.stderr)
-        time.sleep(1)
+            if broke_at is None:
+                broke_at = time.monotonic()
+                pauses = backoff.schedule(None, WATCH_PAUSE_MOST)
+                say(f"stream broke ({backoff.reason(exc)}); reconnecting")
+            time.sleep(backoff.pause_for(exc, next(pauses)))
+            continue
+        time.sleep(0.5)  # the server ended the stream (its restart ends them first): come back
 
 
 STOPPED = "stopped"  # follow's answer when on_caught_up said not to go on
@@ -674,12 +717,14 @@ def follow(
     path: str,
     last_id: str | None,
     on_caught_up: Callable[[int, str | None], bool] | None = None,
+    on_open: Callable[[], None] | None = None,
 ) -> str | None:
-    """Print the stream's events until it ends; `on_caught_up(events shown, the status after
-    the last)`, at a history stream's `: caught up`, answers whether to go on."""
+    """Print the stream's events until it ends; `on_open()` once the server answered it, and
+    `on_caught_up(events shown, the status after the last)`, at a history stream's
+    `: caught up`, answers whether to go on."""
     cls = http.client.HTTPSConnection if client.scheme == "https" else http.client.HTTPConnection
     conn = cls(client.netloc, timeout=60)  # the server sends a comment every 15 s
-    headers = {"Accept": "text/event-stream"}
+    headers = {"Accept": "text/event-stream", "User-Agent": client.user_agent}
     if client.token:
         headers["Authorization"] = f"Bearer {client.token}"
     if last_id:
@@ -694,6 +739,8 @@ def follow(
             info.get("code", "http_error"),
             info.get("detail", body[:200].decode(errors="replace")),
         )
+    if on_open is not None:
+        on_open()
     message: dict[str, str] = {}
     shown, status = 0, None
     while True:
@@ -705,7 +752,7 @@ def follow(
             if "data" in message and "event" in message:
                 last_id = message.get("id", last_id)
                 data = json.loads(message["data"])
-                print(event_line(message["event"], data), flush=True)
+                out(event_line(message["event"], data))
                 shown, status = shown + 1, data.get("status")
             message = {}
         elif line == CAUGHT_UP:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import http.client
+import importlib.metadata
 import json
 import select
 import threading
@@ -27,6 +28,19 @@ WAIT_MARGIN_SECONDS = 10.0
 TRIES = 3  # for idempotent calls only: a repeated GET or keyed post changes nothing
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("taskhoster")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout never installed
+        return "unknown"
+
+
+VERSION = _version()
+# Named in every request, so a server's access log tells the client and its version apart from
+# a browser's or curl's requests.
+USER_AGENT = f"taskhoster-client/{VERSION}"
+
+
 @dataclass(frozen=True)
 class ClaimAnswer:
     """A claim's answer: the claimed records (empty when there was none) and whether the
@@ -44,9 +58,11 @@ class Client:
         timeout: float = 30.0,
         *,
         tries: int = TRIES,
+        user_agent: str = USER_AGENT,
     ) -> None:
         """`tries`: how many times an idempotent call is sent when its connection fails (1: once,
-        for a caller that retries by itself, as the command line does)."""
+        for a caller that retries by itself, as the command line does). `user_agent`: the
+        User-Agent header of every request."""
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port][/prefix], not {base_url!r}")
@@ -54,6 +70,7 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self.prefix = parts.path.rstrip("/") + "/api/v1"
         self.token, self.timeout, self.tries = token, timeout, max(tries, 1)
+        self.user_agent = user_agent
         self._local = threading.local()
 
     # -- producers --------------------------------------------------------------------------
@@ -290,7 +307,7 @@ class Client:
         pairs = {k: v for k, v in (query or {}).items() if v is not None}
         if pairs:
             target += "?" + urlencode(pairs)
-        sent = {"Accept": "application/json", **(headers or {})}
+        sent = {"Accept": "application/json", "User-Agent": self.user_agent, **(headers or {})}
         tracing.inject(sent)  # the caller's trace, when OpenTelemetry is there
         if self.token:
             sent["Authorization"] = f"Bearer {self.token}"

@@ -18,6 +18,9 @@ from .client import ApiError, Client
 log = logging.getLogger("taskhoster.worker")
 
 CLAIM_WAIT_SECONDS = 20  # a waiting claim returns as soon as a task is posted
+# The most a worker waits between claims while the server does not answer (a restart): it is
+# back at work within this of the server answering again, for a refused connection a try costs.
+RECONNECT_PAUSE_SECONDS = 1.5
 REPORT_TRIES = 6  # a result or failure that met a transient error is sent again (replay-safe)
 # What a failure body keeps of a handler's exception: enough to find the bug, and far below
 # the smallest item cap an operator is likely to set (the server refuses a larger body).
@@ -149,6 +152,17 @@ def run_worker(
         concurrency > 1 if batch is None else batch
     ) else None  # fmt: skip
     claimed, paused, answered = 0, False, False
+    # Set while claims fail: the claim that finds the server again does not wait, so it says so
+    # at once (a waiting claim on an empty queue would answer only after its wait).
+    reconnecting = threading.Event()
+
+    def back(seconds: float) -> None:
+        reconnecting.clear()
+        if answered:
+            log.info("reconnected to %s after %.0f s: claiming from %s/%s again",
+                     client.base_url, seconds, host, queue,
+                     extra={"event": "reconnected", "worker": worker})  # fmt: skip
+
     try:
         while not stop.is_set() and (max_tasks is None or claimed < max_tasks):
             free = pool.wait_for_a_slot(stop)
@@ -161,9 +175,10 @@ def run_worker(
                 # answer was lost is sent again: the task it took comes back when its lease ends.
                 answer = with_backoff(
                     lambda want=want, waits=wait if answered else 0: client.claim_answer(
-                        host, queue, worker, wait=waits, lease=lease,
-                        max=want if want > 1 else None),
-                    tries=None, repeatable=True, stop=stop,
+                        host, queue, worker, wait=0 if reconnecting.is_set() else waits,
+                        lease=lease, max=want if want > 1 else None),
+                    tries=None, repeatable=True, stop=stop, after_failure=reconnecting.set,
+                    most=RECONNECT_PAUSE_SECONDS, recovered=back,
                     say=lambda line: log.warning("claim on %s/%s failed: %s", host, queue, line),
                 )  # fmt: skip
             except (ApiError, *CONNECTION_ERRORS):

@@ -346,8 +346,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"axes_lockouts": {"()": "queues.web.login_log.LockoutsOnly"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # Every 4xx answer already has its access line; Django's "Forbidden:"/"Not Found:" beside
     # it says nothing more. A 5xx (ERROR, with its traceback) is still logged.
-    "loggers": {"django.request": {"level": env.str("REQUEST_LOG_LEVEL", default="ERROR")}},
+    "loggers": {
+        "django.request": {"level": env.str("REQUEST_LOG_LEVEL", default="ERROR")},
+        # django-axes says up to four lines for every login (its handler run, the success, the
+        # failures it reset, each failure it counted): a login writes at most its lockout's line.
+        "axes": {"level": "WARNING"},
+        "axes.handlers.database": {"level": "WARNING", "filters": ["axes_lockouts"]},
+    },
 }

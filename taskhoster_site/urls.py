@@ -2,7 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.staticfiles.storage import staticfiles_storage
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from queues.metrics.views import metrics
 
@@ -14,6 +16,11 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("logs/", include("tasklogs.urls")),
     path("metrics", metrics, name="metrics"),
+    # Browsers ask for it on every page that names no icon (the admin, the API's pages).
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=staticfiles_storage.url("console/favicon.svg"), permanent=True),
+    ),
     path("", include("queues.urls")),
 ]
 

@@ -41,6 +41,8 @@ SPREAD = frozenset(
 # test would come). The SQLite pass:
 FIRST_SQLITE = (
     "tests/store/test_groups.py",  # its 10,000-member kill test, ~60 s alone
+    "tests/test_readme_tour.py",  # a first `make run` and the README's tour, ~45 s
+    "tests/client/test_reconnect.py",  # a server stopped for 18 s under work and watch, ~40 s
     "tests/test_postgres_pass.py",
     "tests/webhooks/test_deadlines.py",
     "tests/api_live/test_cli_live.py",

@@ -187,8 +187,14 @@ def test_bootstrap_creates_admin_once_and_a_demo_queue(monkeypatch, settings, tm
     admin = User.objects.get(username="admin")
     assert admin.is_superuser and admin.check_password(password)
     assert Queue.objects.filter(host__name="demo.localhost", name="demo").exists()
+    # a later run (a second `make run`) says again where the first password is, never the
+    # password itself; once the file is gone, how to set one
     again = run("bootstrap")
-    assert "password" not in again
+    assert f"admin user 'admin': its first password is in {secret}" in again
+    assert password not in again and "created" not in again
+    secret.unlink()
+    gone = run("bootstrap")
+    assert f"{secret} is gone; `manage.py changepassword admin` sets a new one" in gone
 
 
 def test_bootstrap_reads_the_admin_password_from_the_environment(monkeypatch, settings, tmp_path):

@@ -322,7 +322,10 @@ def test_workers_are_those_that_claimed_or_reported_in_the_last_15_minutes(resiz
     found = rows(client)
     assert found["task.example.com/resize"]["workers"] == 2
     assert found["other.example.com/secret"]["workers"] == 1
-    assert 'data-field="workers">2</td>' in client.get("/").content.decode()
+    # the count leads to the queue's workers page
+    page = client.get("/").content.decode()
+    assert ('<a href="/console/task.example.com/resize/workers/" data-field="workers">2</a>'
+            in page)  # fmt: skip
 
 
 def test_recent_failures_are_the_newest_of_the_operated_queues_only(resize, other):

@@ -14,7 +14,7 @@ from django.http import Http404
 from django.utils.safestring import SafeString
 
 from queues import stores
-from queues.auth.access import operated_queues
+from queues.auth.access import operated_queues as operated_queues_of
 from queues.console.activity import Activity, activity
 from queues.console.charts import activity_chart
 from queues.console.recent import Failure, recent_failures, workers_seen
@@ -84,7 +84,7 @@ def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboa
     """Every queue the user operates: the store's counts (from the names in its directories
     and its pending index, never a task file) and aggregate queries over the ingested events.
     The refresh leaves the recent failures out: it updates the table's numbers only."""
-    queues = list(operated_queues(user))
+    queues = operated_queues(user)
     now_s = now_ms // 1000
     keys = [(q.host.name, q.name) for q in queues]
     days = activity(keys, now_s=now_s)
@@ -106,9 +106,14 @@ def dashboard(user: User, *, now_ms: int, with_failures: bool = True) -> Dashboa
     return Dashboard(rows=rows, failures=failures, lag=lag, now_s=now_s)
 
 
+def operated_queues(user: User) -> list[Queue]:
+    """Every queue the user operates, with its host."""
+    return list(operated_queues_of(user).select_related("host"))
+
+
 def operated_queue(user: User, host: str, name: str) -> Queue:
     """The queue, if the user operates it; otherwise 404, the same as for no queue at all."""
-    queue = operated_queues(user).filter(host__name=host, name=name).first()
+    queue = operated_queues_of(user).filter(host__name=host, name=name).first()
     if queue is None:
         raise Http404("No such queue.")
     return queue

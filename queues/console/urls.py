@@ -10,7 +10,9 @@ register_converter(TaskIdConverter, "task_id")
 urlpatterns = [
     path("", views.dashboard, name="home"),
     path("console/queues.json", views.dashboard_json, name="dashboard-json"),
+    path("console/workers/", views.workers_page, name="workers"),
     path("console/<str:host>/<str:queue>/", views.queue_page, name="queue"),
+    path("console/<str:host>/<str:queue>/workers/", views.workers_page, name="queue-workers"),
     path("console/<str:host>/<str:queue>/pause", views.queue_pause, name="queue-pause"),
     path("console/<str:host>/<str:queue>/bulk", views.queue_bulk, name="queue-bulk"),
     path("console/<str:host>/<str:queue>/insight/", views.queue_insight, name="insight"),

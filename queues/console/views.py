@@ -20,6 +20,7 @@ from queues.console.group_page import queue_groups
 from queues.console.queue_page import queue_page as queue_page_of
 from queues.console.queue_page import settings_glance
 from queues.console.task_detail import task_detail
+from queues.console.workers import workers_of
 from queues.models import Queue
 from queues.store import InvalidItem, InvalidRequest, PayloadTooLarge, StoreError, Task
 from queues.templatetags.console import pretty_json
@@ -49,6 +50,15 @@ def queue_insight(request: HttpRequest, host: str, queue: str) -> HttpResponse:
     return render(request, "console/insight.html", {
         "queue": found, "report": report, "chart": chart, "sampling": insight.SAMPLING,
     })  # fmt: skip
+
+
+@login_required
+def workers_page(request: HttpRequest, host: str = "", queue: str = "") -> HttpResponse:
+    """The workers of one queue, or of every queue the user operates (no host and queue)."""
+    found = operations.operated_queue(request.user, host, queue) if host else None
+    queues = [found] if found else operations.operated_queues(request.user)
+    view = workers_of(queues, now_ms=_now_ms())
+    return render(request, "console/workers.html", {"queue": found, "view": view})
 
 
 @login_required

@@ -71,3 +71,27 @@ def test_the_admins_dates_are_the_consoles_with_how_long_ago_on_hover(
     assert_fits(page)
     shoot(page, "hosts")
     context.close()
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_queue_access_inline_shows_user_group_and_role_on_the_screen(
+    browser, live_server, shoot, size
+):
+    """At a phone's width the inline's Group and Role were off to the right, behind a scroll."""
+    from queues.services import save_queue
+
+    User.objects.create_superuser("admin", password="a-long-admin-password")
+    queue, _ = save_queue("task.example.com", "thumbnails-for-the-very-long-named-gallery")
+    context = browser.new_context(viewport=size)
+    page = context.new_page()
+    log_in(page, live_server, "admin", "a-long-admin-password")
+    page.goto(f"{live_server.url}/admin/queues/queue/{queue.pk}/change/")
+    row = page.locator("#access-0")
+    row.scroll_into_view_if_needed()
+    shoot(page, "queue-access")
+    screen = page.evaluate("window.innerWidth")
+    for field in ("user", "group", "role"):
+        box = page.locator(f"#access-0 .field-{field}").bounding_box()
+        assert box is not None and box["width"] > 0, field
+        assert box["x"] >= 0 and box["x"] + box["width"] <= screen, (field, box, screen)
+    context.close()

@@ -4,6 +4,7 @@ table inside one, wider than the screen; at a desktop's width they stay tables."
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,14 +22,19 @@ def some_work(store_dirs) -> str:
     """A queue with a finished task, a failed one and a pending one, its events ingested."""
     queue, _ = save_queue(HOST, NAME, max_attempts=1)
     settings, store = queue.to_settings(), stores.of(HOST, NAME)
+    # two minutes ago: a result nobody read for a minute is on the insight page
+    then = time.time_ns() // 1_000_000 - 120_000
     ids = [store.post(HOST, NAME, {"url": f"https://cdn.example/gallery/{n}/" + "x" * 60},
-                      settings=settings, posted_by="app").task.id for n in range(3)]  # fmt: skip
+                      settings=settings, posted_by="app", now=then).task.id
+           for n in range(3)]  # fmt: skip
     for _ in range(2):
-        store.claim(HOST, NAME, settings=settings, worker="resize-box-1.example.internal")
-    store.finish(HOST, NAME, ids[0], settings=settings,
+        store.claim(HOST, NAME, settings=settings, worker="resize-box-1.example.internal",
+                    now=then)  # fmt: skip
+    store.finish(HOST, NAME, ids[0], settings=settings, now=then,
                  worker="resize-box-1.example.internal", attempt=1, result={"ok": 1})  # fmt: skip
     store.fail(HOST, NAME, ids[1], settings=settings, worker="resize-box-1.example.internal",
-               attempt=1, result={"error": "OSError: " + "no space left " * 10})  # fmt: skip
+               attempt=1, result={"error": "OSError: " + "no space left " * 10},
+               now=then)  # fmt: skip
     call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
                  stdout=io.StringIO())  # fmt: skip
     return ids[1]
@@ -65,6 +71,8 @@ def test_tables_become_cards_on_a_phone(browser, live_server, store_dirs, shoot,
         **PAGES,
         "task": (f"/console/{HOST}/{NAME}/{failed}/", "table.attempts tbody tr"),
         "timeline": (f"/logs/{HOST}/{NAME}/{failed}/", "table.tasklogs-timeline tbody tr"),
+        "insight": (f"/console/{HOST}/{NAME}/insight/", "table.insight tbody tr"),
+        "insight-unread": (f"/console/{HOST}/{NAME}/insight/", "table.unread tbody tr"),
     }
     for name, (path, rows) in pages.items():
         page.goto(live_server.url + path)
@@ -74,4 +82,28 @@ def test_tables_become_cards_on_a_phone(browser, live_server, store_dirs, shoot,
         if size is PHONE:
             tables_fit(page)
         shoot(page, name)
+    context.close()
+
+
+def test_task_logs_on_a_phone_is_a_compact_card_per_event(browser, live_server, store_dirs, shoot):
+    """50 events (a page of Task Logs) made a page 13,000 px tall at 390 px: a card of every
+    field under its own label, empty ones too. Each event is now a few short lines."""
+    queue, _ = save_queue(HOST, NAME, max_attempts=1)
+    settings, store = queue.to_settings(), stores.of(HOST, NAME)
+    for n in range(25):  # a post and a claim each: 50 events
+        store.post(HOST, NAME, {"n": n}, settings=settings, posted_by="app")
+        store.claim(HOST, NAME, settings=settings, worker="resize-box-1.example.internal")
+    call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
+                 stdout=io.StringIO())  # fmt: skip
+    User.objects.create_user("sam", password="a-long-password", is_staff=True)
+    context = browser.new_context(viewport=PHONE)
+    page = context.new_page()
+    log_in(page, live_server, "sam", "a-long-password")
+    page.goto(f"{live_server.url}/logs/")
+    assert_fits(page)
+    rows = page.locator("table.tasklogs-events tbody tr")
+    assert rows.count() == 50
+    shoot(page, "task-logs")
+    heights = rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert max(heights) <= 130, f"cards of {max(heights):.0f} px"
     context.close()

@@ -160,3 +160,18 @@ def test_post_from_a_file_joins_a_group_whose_last_post_closes_it(live, clients,
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused.returncode != 0 and "group_closed" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_reader_that_closed_the_pipe_is_a_normal_end(live, clients, queues):
+    """`taskhoster list ... | head -1`: head exits after its line, and the list's next write
+    meets a closed pipe. Here the reader is gone before the first write, so every run meets it."""
+    clients["paul"].post(HOST, "cwoutput", {"n": 1})
+    env = {**os.environ, "TASKHOSTER_URL": live.url, "TASKHOSTER_TOKEN": live.tokens["paul"]}
+    for command in (["list", f"{HOST}/cwoutput"], ["post", f"{HOST}/cwoutput", '{"n": 2}']):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        done = subprocess.run([sys.executable, "-m", "taskhoster.cli", *command], env=env,
+                              stdout=write_end, stderr=subprocess.PIPE, timeout=60)  # fmt: skip
+        os.close(write_end)
+        assert (done.returncode, done.stderr) == (0, b""), command

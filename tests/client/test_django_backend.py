@@ -80,7 +80,9 @@ def test_errors_workers_and_times_of_a_task_that_failed_twice_then_succeeded(
     retried = read(live, id)
     assert (retried["status"], retried["worker_ids"]) == ("READY", ["first-worker"])
     assert [e[0] for e in retried["errors"]] == ["builtins.ValueError"]
-    work(live, "cw", "second-worker", 2)
+    second = work(live, "cw", "second-worker", 2)
+    # its two claims were two attempts of one task
+    assert second.stdout.strip() == f"1 task(s) from {HOST}/djcw in 2 attempts"
     done = read(live, id)
     assert (done["status"], done["value"]) == ("SUCCESSFUL", 3)
     assert done["worker_ids"] == ["first-worker", "second-worker", "second-worker"]

@@ -42,7 +42,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: str) -> None:
         users = get_user_model().objects
-        if not users.filter(username=options["admin"]).exists():
+        if users.filter(username=options["admin"]).exists():
+            self.stdout.write(self._where_the_password_is(options["admin"]))
+        else:
             password = os.environ.get("TASKHOSTER_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
             users.create_superuser(options["admin"], password=password)
             if "TASKHOSTER_ADMIN_PASSWORD" in os.environ:
@@ -57,3 +59,14 @@ class Command(BaseCommand):
         queue, created = save_queue(options["demo_host"], options["demo_queue"])
         if created:
             self.stdout.write(f"created demo queue {queue}")
+
+    @staticmethod
+    def _where_the_password_is(admin: str) -> str:
+        """A later run's line: the first run's words scrolled away long ago."""
+        kept = settings.VAR_DIR / FIRST_LOGIN_FILE
+        if kept.exists():
+            return f"admin user {admin!r}: its first password is in {kept}"
+        return (
+            f"admin user {admin!r}: its password is not kept here "
+            f"({kept} is gone; `manage.py changepassword {admin}` sets a new one)"
+        )

@@ -16,7 +16,7 @@ from taskhoster.django_tasks.compat import InvalidTaskError
 from taskhoster.django_tasks.runner import run_task
 from taskhoster.log_format import handler_for
 from taskhoster.numerals import integer_option
-from taskhoster.worker import run_worker
+from taskhoster.worker import Job, run_worker
 
 
 class Command(BaseCommand):
@@ -66,13 +66,21 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         queue = backend.queue_for(options["queue_name"])
+        # The loop counts claims, and a retried task is claimed once per attempt: the tasks
+        # are the distinct ids among them.
+        tasks: set[str] = set()
+
+        def run(job: Job) -> dict[str, Any]:
+            tasks.add(job.id)
+            return run_task(backend, job)
+
         try:
             handled = run_worker(
                 backend.worker_client,
                 backend.host,
                 queue,
                 options["worker"],
-                lambda job: run_task(backend, job),
+                run,
                 lease=options["lease"],
                 stop_event=stop,
                 abandon_event=abandon,
@@ -91,7 +99,8 @@ class Command(BaseCommand):
                 f"TASKS[{options['backend']!r}]'s WORKER_TOKEN (or TOKEN, when it has none) "
                 f"{what} {backend.host}/{queue} ({exc.status} {exc.code}: {exc.detail})"
             ) from None
-        self.stdout.write(f"{handled} task(s) from {backend.host}/{queue}")
+        attempts = f" in {handled} attempts" if handled != len(tasks) else ""
+        self.stdout.write(f"{len(tasks)} task(s) from {backend.host}/{queue}{attempts}")
 
 
 def _log_to_stderr(log_format: str, verbosity: int) -> None:
