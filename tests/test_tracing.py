@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -183,11 +184,16 @@ def test_nothing_imports_opentelemetry_without_it(tmp_path):
         "import json; print(json.dumps([headers, server_tracing.configure(),"
         " len(trace_context.CURRENT)]))\n"
     )
+    assert _printed_by(tmp_path, code) == [{}, False, 0]
+
+
+def _printed_by(tmp_path: Path, code: str) -> Any:
+    """The last line `code` printed, as JSON, run in a fresh process on a site of its own."""
     env = {"PATH": "/usr/bin:/bin", "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60, check=True)  # fmt: skip
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [{}, False, 0]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_server_follows_the_callers_context_header():
@@ -250,10 +256,6 @@ def test_without_a_provider_a_request_without_a_context_starts_no_span(tmp_path)
         "tracing.end_request_span(followed, 201)\n"
         "print(json.dumps([hasattr(bare, tracing._ATTACHED), passed_on]))\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60, check=True)  # fmt: skip
-    bare_has_a_span, passed_on = json.loads(done.stdout.strip().splitlines()[-1])
+    bare_has_a_span, passed_on = _printed_by(tmp_path, code)
     assert bare_has_a_span is False
     assert passed_on == "00-" + "1" * 32 + "-" + "2" * 16 + "-01"

@@ -290,19 +290,24 @@ def counted(live, clients, sent: list[tuple[str, str, bool]]):
     return Counting(live.url, live.tokens["wendy"], timeout=15)
 
 
-def test_each_report_claims_the_next_task_so_a_task_costs_one_worker_request(live, clients):
-    posted = [clients["paul"].post(HOST, "chain", {"n": n})["id"] for n in range(5)]
-    sent: list[tuple[str, str, bool]] = []
+def work_counted(live, clients, queue, sent, *, tasks, concurrency=1):
+    """run_worker on `queue` with the counting client, until it handled `tasks` claims (a
+    guard stops a loop that never gets them)."""
     stop = threading.Event()
     guard = threading.Timer(60, stop.set)
     guard.start()
     try:
-        handled = run_worker(counted(live, clients, sent), HOST, "chain", "chain",
-                             lambda job: {"n": job.item["n"]}, wait=5, max_tasks=5,
-                             stop_event=stop)  # fmt: skip
+        return run_worker(counted(live, clients, sent), HOST, queue, "loop",
+                          lambda job: {"n": job.item["n"]}, wait=5, max_tasks=tasks,
+                          concurrency=concurrency, stop_event=stop)  # fmt: skip
     finally:
         guard.cancel()
-    assert handled == 5
+
+
+def test_each_report_claims_the_next_task_so_a_task_costs_one_worker_request(live, clients):
+    posted = [clients["paul"].post(HOST, "chain", {"n": n})["id"] for n in range(5)]
+    sent: list[tuple[str, str, bool]] = []
+    assert work_counted(live, clients, "chain", sent, tasks=5) == 5
     finals = [clients["olga"].get(HOST, "chain", id) for id in posted]
     assert [f["result"]["n"] for f in finals if f["status"] == "finished"] == list(range(5))
     # one claim, then five results, each but the last claiming the next (max_tasks is spent)
@@ -322,16 +327,7 @@ def test_max_tasks_holds_across_the_reports_next_claims(live, clients):
 def test_a_pools_batch_finish_claims_a_next_task_for_each_slot_it_frees(live, clients):
     posted = clients["paul"].post_many(HOST, "chainpool", [{"item": {"n": n}} for n in range(8)])
     sent: list[tuple[str, str, bool]] = []
-    stop = threading.Event()
-    guard = threading.Timer(60, stop.set)
-    guard.start()
-    try:
-        handled = run_worker(counted(live, clients, sent), HOST, "chainpool", "pool",
-                             lambda job: {"n": job.item["n"]}, wait=5, max_tasks=8,
-                             concurrency=4, stop_event=stop)  # fmt: skip
-    finally:
-        guard.cancel()
-    assert handled == 8
+    assert work_counted(live, clients, "chainpool", sent, tasks=8, concurrency=4) == 8
     finals = [clients["olga"].get(HOST, "chainpool", t["id"])["status"] for t in posted]
     assert finals == ["finished"] * 8
     assert [what for _, what, _ in sent].count("claim") == 1  # the rest came with the reports
