@@ -252,9 +252,15 @@ class Client:
         worker: str,
         attempt: int,
         result: Any,
+        *,
+        claim_next: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Finish the task; answers its status view. `claim_next` (`{"max", "wait", "lease"}`,
+        each optional) claims this worker's next tasks in the same request: the answer's
+        `"next"` holds their records (api.md, "Claim the next task in a report")."""
         body = {"worker": worker, "attempt": attempt, "result": result}
-        return self._call("POST", _task_path(host, queue, id, "result"), body=body)
+        return self._call("POST", _task_path(host, queue, id, "result"),
+                          body=_with_next(body, claim_next), waits=_waits(claim_next))  # fmt: skip
 
     def fail(
         self,
@@ -267,12 +273,15 @@ class Client:
         *,
         retry: bool = False,
         cancelled: bool = False,
+        claim_next: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Report a failure; answers the task's status view (`claim_next`: as `result`'s)."""
         body: dict[str, Any] = {"worker": worker, "attempt": attempt, "retry": retry,
                                 "cancelled": cancelled}  # fmt: skip
         if result is not None:
             body["result"] = result
-        return self._call("POST", _task_path(host, queue, id, "fail"), body=body)
+        return self._call("POST", _task_path(host, queue, id, "fail"),
+                          body=_with_next(body, claim_next), waits=_waits(claim_next))  # fmt: skip
 
     def finish_many(
         self, host: str, queue: str, worker: str, outcomes: builtins.list[dict[str, Any]]
@@ -281,9 +290,22 @@ class Client:
         `{"id", "attempt", "outcome": "result" | "fail" | "retry", "result"}`. Answers one dict
         per entry, in order: `{"status": 200, "task", "replayed"}`, or a refusal of that entry
         alone, `{"status": 409, "code": "lease_lost", "detail", "index"}`."""
+        return builtins.list(self.finish_many_answer(host, queue, worker, outcomes)["outcomes"])
+
+    def finish_many_answer(
+        self,
+        host: str,
+        queue: str,
+        worker: str,
+        outcomes: builtins.list[dict[str, Any]],
+        *,
+        claim_next: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """`finish_many`, answering the whole body: `{"outcomes": [...]}`, and with
+        `claim_next` (as `result`'s) the records it claimed in `"next"`."""
         body = {"worker": worker, "outcomes": outcomes}
-        answer = self._call("POST", _queue_path(host, queue, "finish"), body=body)
-        return builtins.list(answer["outcomes"])
+        return self._call("POST", _queue_path(host, queue, "finish"),
+                          body=_with_next(body, claim_next), waits=_waits(claim_next))  # fmt: skip
 
     # -- the wire ---------------------------------------------------------------------------
 
@@ -388,6 +410,15 @@ def _closed_by_peer(sock: Any) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+def _with_next(body: dict[str, Any], claim_next: dict[str, Any] | None) -> dict[str, Any]:
+    return body if claim_next is None else {**body, "next": claim_next}
+
+
+def _waits(claim_next: dict[str, Any] | None) -> float:
+    """How long the server may hold a report whose next claim waits."""
+    return float((claim_next or {}).get("wait") or 0)
 
 
 def _queue_path(host: str, queue: str, tail: str) -> str:

@@ -1,4 +1,5 @@
-"""A worker loop: claim (waiting), heartbeat while the handler runs, report the outcome."""
+"""A worker loop: claim (waiting), heartbeat while the handler runs, report the outcome, and
+claim the next task in the report's own request (api.md's `next`)."""
 
 from __future__ import annotations
 
@@ -131,6 +132,11 @@ def run_worker(
     lines of its traceback. Returns the number of tasks handled (or left running, when
     abandoned).
 
+    Each report claims the next task of its handler's slot in the same request (`next`), so a
+    task costs two requests, its post and its report, while the queue has work; a report that
+    brings no task back frees its slot, and the loop's own waiting claim fills it. `max_tasks`
+    counts these claims too.
+
     With `batch` (the default once `concurrency` is above 1), the outcomes of handlers that end
     together are reported together: one batch finish (POST .../finish) takes every outcome
     that queued while the previous one was in flight, so a quick pool drains up to 100 tasks
@@ -148,10 +154,11 @@ def run_worker(
     stop = stop_event or threading.Event()
     abandon = abandon_event or threading.Event()
     pool = _Pool(concurrency)
-    reporter = _Reporter(client, host, queue, worker) if (
+    budget = _Budget(max_tasks, stop, abandon)
+    reporter = _Reporter(client, host, queue, worker, budget, lease) if (
         concurrency > 1 if batch is None else batch
     ) else None  # fmt: skip
-    claimed, paused, answered = 0, False, False
+    paused, answered = False, False
     # Set while claims fail: the claim that finds the server again does not wait, so it says so
     # at once (a waiting claim on an empty queue would answer only after its wait).
     reconnecting = threading.Event()
@@ -163,12 +170,25 @@ def run_worker(
                      client.base_url, seconds, host, queue,
                      extra={"event": "reconnected", "worker": worker})  # fmt: skip
 
+    def work(job: Job) -> None:
+        """Handle the job, then each next task its report claimed, in this slot."""
+        while True:
+            task = handle(job, handler, lease=lease, reporter=reporter, budget=budget)
+            if task is None:
+                return
+            job = Job(client, host, queue, worker, task, abandoned=abandon)
+            pool.follow(job)
+
     try:
-        while not stop.is_set() and (max_tasks is None or claimed < max_tasks):
+        while not stop.is_set() and not budget.spent():
             free = pool.wait_for_a_slot(stop)
             if not free:
                 continue
-            want = free if max_tasks is None else min(free, max_tasks - claimed)
+            want = budget.reserve(free)
+            if not want:  # the rest of max_tasks is reserved by reports claiming their next
+                pool.wait_for_a_change()
+                continue
+            answer = None
             try:
                 # The first claim does not wait: the banner says at once that the server and
                 # the token are good (or the refusal ends the loop at once). A claim whose
@@ -185,6 +205,8 @@ def run_worker(
                 if stop.is_set():  # stopped while waiting to claim again
                     continue
                 raise
+            finally:
+                budget.settle(want, len(answer.tasks) if answer is not None else 0)
             if not answered:  # said once the server took a claim: the worker is at work
                 answered = True
                 log.info("worker %s ready: %s/%s at %s, concurrency %d", worker, host, queue,
@@ -196,14 +218,47 @@ def run_worker(
                          "paused: waiting for it to resume" if paused else "resumed")  # fmt: skip
             for task in answer.tasks:
                 job = Job(client, host, queue, worker, task, abandoned=abandon)
-                pool.start(lambda job=job: handle(job, handler, lease=lease, reporter=reporter),
-                           job)  # fmt: skip
-                claimed += 1
+                pool.start(lambda job=job: work(job), job)
     finally:
         pool.wait_all(abandon)
         for job in pool.jobs():  # left running: say which come back, and when
             _say_left(job)
-    return claimed
+    return budget.claimed
+
+
+class _Budget:
+    """How many more tasks the loop may claim (`max_tasks`, none once stopped), shared by its
+    own claims and its reports' next claims: each reserves what it asks for, then settles for
+    what came, so that together they never claim past `max_tasks`."""
+
+    def __init__(self, most: int | None, stop: threading.Event, abandon: threading.Event) -> None:
+        self.most, self.stop, self.abandon = most, stop, abandon
+        self.claimed = 0
+        self._reserved = 0
+        self._lock = threading.Lock()
+
+    def spent(self) -> bool:
+        return self.most is not None and self.claimed >= self.most
+
+    def reserve(self, wanted: int) -> int:
+        """Up to `wanted` claims, kept for the caller until it settles (0: none may be made)."""
+        with self._lock:
+            if self.stop.is_set() or self.abandon.is_set():
+                return 0
+            left = wanted if self.most is None else self.most - self.claimed - self._reserved
+            granted = max(min(wanted, left), 0)
+            self._reserved += granted
+            return granted
+
+    def settle(self, reserved: int, took: int) -> None:
+        with self._lock:
+            self._reserved -= reserved
+            self.claimed += took
+
+    def next_claim(self, wanted: int, lease: int) -> tuple[int, dict[str, Any] | None]:
+        """A reservation for a report's `next`, and the `next` to send (None: ask for none)."""
+        granted = self.reserve(wanted)
+        return granted, ({"max": granted, "lease": lease} if granted else None)
 
 
 def _say_left(job: Job) -> None:
@@ -233,6 +288,16 @@ class _Pool:
             while len(self.running) >= self.size and not stop.is_set():
                 self.changed.wait(0.5)  # a stop is noticed within half a second
             return 0 if stop.is_set() else self.size - len(self.running)
+
+    def wait_for_a_change(self) -> None:
+        """Until a handler's slot ends (or half a second, to notice a stop)."""
+        with self.changed:
+            self.changed.wait(0.5)
+
+    def follow(self, job: Job) -> None:
+        """The calling handler's thread has gone on to `job` (its report claimed it)."""
+        with self.changed:
+            self.job_of[threading.current_thread()] = job
 
     def jobs(self) -> list[Job]:
         """The jobs whose handlers are still running."""
@@ -264,9 +329,19 @@ class _Pool:
                 self.changed.wait(0.5)
 
 
-def handle(job: Job, handler: Handler, *, lease: int, reporter: _Reporter | None = None) -> None:
+def handle(
+    job: Job,
+    handler: Handler,
+    *,
+    lease: int,
+    reporter: _Reporter | None = None,
+    budget: _Budget | None = None,
+) -> dict[str, Any] | None:
     """Run one job with a heartbeat every lease/3, then report what came of it (through the
-    reporter's batches when there is one), and log one line for its start and one for its end."""
+    reporter's batches when there is one), and log one line for its start and one for its end.
+
+    With a `budget` the report claims the slot's next task (`next`) while the budget allows:
+    answers that task's record, or None."""
     _say(job, "received", f"received (attempt {_attempt_of(job.attempt, job.max_attempts)})")
     started = time.monotonic()
     done = threading.Event()
@@ -281,23 +356,26 @@ def handle(job: Job, handler: Handler, *, lease: int, reporter: _Reporter | None
     if job.lease_lost.is_set():
         _say(job, "lease_lost", "lease lost: its outcome is dropped (another worker has it)",
              logging.WARNING)  # fmt: skip
-        return
+        return None
     if job.abandoned.is_set():
         _say_left(job)  # its outcome is not reported
-        return
+        return None
     kind, body = outcome
     if reporter is not None and kind != "cancelled":
-        view = _report_in_batch(job, reporter, kind, body)
+        view, task = _report_in_batch(job, reporter, kind, body)
         if view is not None:
             _say_outcome(job, kind, body, view, seconds)
-        return
+        return task
+    reserved, claim_next = budget.next_claim(1, lease) if budget else (0, None)
+    view: Any = None
     try:
         if kind == "result":
             client = job.client
             view = _with_retries(lambda: client.result(job.host, job.queue, job.id, job.worker,
-                                                       job.attempt, body))  # fmt: skip
+                                                       job.attempt, body,
+                                                       claim_next=claim_next))  # fmt: skip
         else:
-            view = _report_failure(job, kind, body)
+            view = _report_failure(job, kind, body, claim_next)
     except ApiError as exc:
         if exc.code == "payload_too_large" and kind == "result":
             # Left unreported, the task would run again after its lease for the same outcome.
@@ -305,12 +383,23 @@ def handle(job: Job, handler: Handler, *, lease: int, reporter: _Reporter | None
             too_large = {"error": exc.detail, "type": "ResultTooLarge"}
             _say_outcome(job, "failed", too_large, _report_failure(job, "failed", too_large),
                          seconds)  # fmt: skip
-            return
+            return None
         if exc.code != "lease_lost":
             raise
         _say(job, "lease_lost", f"lease lost before its {kind} was reported", logging.WARNING)
-        return
+        return None
+    finally:
+        claimed = _next_tasks(view)
+        if budget is not None:
+            budget.settle(reserved, len(claimed))
     _say_outcome(job, kind, body, view, seconds)
+    return claimed[0] if claimed else None
+
+
+def _next_tasks(answer: Any) -> list[dict[str, Any]]:
+    """The records a report's `next` claimed (none from a server that predates `next`)."""
+    found = answer.get("next") if isinstance(answer, dict) else None
+    return [task for task in found if isinstance(task, dict)] if isinstance(found, list) else []
 
 
 def _say(job: Job, event: str, text: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -373,23 +462,27 @@ def _signal_words(number: int) -> str:
 BATCH_OUTCOMES = {"result": "result", "failed": "fail", "retry": "retry"}
 
 
-def _report_in_batch(job: Job, reporter: _Reporter, kind: str, body: Any) -> dict[str, Any] | None:
+def _report_in_batch(
+    job: Job, reporter: _Reporter, kind: str, body: Any
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Report through the batch, and deal with this entry's answer as the single report's
-    refusal would be dealt with; answers the task's status view (None once it was logged)."""
-    answer = reporter.send(job, kind, body)
+    refusal would be dealt with; answers the task's status view (None once it was logged),
+    and the next task the batch claimed for this slot (whatever became of this entry)."""
+    answer, task = reporter.send(job, kind, body)
     if answer.get("status") == 200:
-        return dict(answer.get("task") or {})
+        return dict(answer.get("task") or {}), task
     code = answer.get("code")
     if code == "lease_lost":
         _say(job, "lease_lost", f"lease lost before its {kind} was reported", logging.WARNING)
-        return None
+        return None, task
     if code == "payload_too_large":
         if kind == "result":  # left unreported, it would run again for the same outcome
             log.warning("task %s: its result is over the queue's cap; failing it", job.id)
             too_large = {"error": str(answer.get("detail")), "type": "ResultTooLarge"}
             _say_outcome(job, "failed", too_large, _report_failure(job, "failed", too_large), 0)
-            return None
-        return _report_failure(job, kind, body)  # sent alone: then reported without its body
+            return None, task
+        return _report_failure(job, kind, body), task  # sent alone: reported without its body
+    # a refusal the worker cannot mend: its slot's next task comes back when its lease ends
     raise ApiError(int(answer.get("status") or 500), str(code), str(answer.get("detail")))
 
 
@@ -400,6 +493,7 @@ class _Outcome:
     body: Any
     sent: threading.Event = field(default_factory=threading.Event)
     answer: dict[str, Any] = field(default_factory=dict)
+    next_task: dict[str, Any] | None = None  # what the batch's `next` claimed for this slot
     error: BaseException | None = None
 
 
@@ -409,14 +503,18 @@ class _Reporter:
     keeps sending what queued meanwhile; the others wait for the batch that carries theirs.
     Nothing waits for a batch to fill, so a lone outcome costs one request, as before."""
 
-    def __init__(self, client: Client, host: str, queue: str, worker: str) -> None:
+    def __init__(
+        self, client: Client, host: str, queue: str, worker: str, budget: _Budget, lease: int
+    ) -> None:
         self.client, self.host, self.queue, self.worker = client, host, queue, worker
+        self.budget, self.lease = budget, lease
         self._lock = threading.Lock()
         self._queued: list[_Outcome] = []
         self._sending = False
 
-    def send(self, job: Job, kind: str, body: Any) -> dict[str, Any]:
-        """This outcome's answer, once the batch that carried it was answered."""
+    def send(self, job: Job, kind: str, body: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """This outcome's answer, once the batch that carried it was answered, and the next
+        task the batch claimed for this outcome's slot."""
         mine = _Outcome(job, kind, body)
         with self._lock:
             self._queued.append(mine)
@@ -433,7 +531,7 @@ class _Reporter:
         mine.sent.wait()
         if mine.error is not None:
             raise mine.error
-        return mine.answer
+        return mine.answer, mine.next_task
 
     def _send(self, batch: list[_Outcome]) -> None:
         entries = []
@@ -443,28 +541,38 @@ class _Reporter:
             if outcome.body is not None:
                 entry["result"] = outcome.body
             entries.append(entry)
-        answers: list[dict[str, Any]] = []
+        # one next task for each slot the batch frees, while the loop's budget allows
+        reserved, claim_next = self.budget.next_claim(len(batch), self.lease)
+        whole: dict[str, Any] = {}
         try:
-            _with_retries(lambda: answers.extend(
-                self.client.finish_many(self.host, self.queue, self.worker, entries)))  # fmt: skip
+            whole = _with_retries(lambda: self.client.finish_many_answer(
+                self.host, self.queue, self.worker, entries, claim_next=claim_next))  # fmt: skip
         except Exception as exc:  # each waiting handler raises it, as a single report would
             for outcome in batch:
                 outcome.error = exc
         else:
-            for outcome, answer in zip(batch, answers, strict=True):
+            claimed = _next_tasks(whole)
+            for outcome, answer in zip(batch, whole["outcomes"], strict=True):
                 outcome.answer = answer
+            for outcome, task in zip(batch, claimed, strict=False):
+                outcome.next_task = task
         finally:
+            self.budget.settle(reserved, len(_next_tasks(whole)))
             for outcome in batch:
                 outcome.sent.set()
 
 
-def _report_failure(job: Job, kind: str, body: dict[str, str]) -> Any:
-    """Report a failure; answers the server's status view of the task."""
+def _report_failure(
+    job: Job, kind: str, body: dict[str, str], claim_next: dict[str, Any] | None = None
+) -> Any:
+    """Report a failure; answers the server's status view of the task (with `claim_next`, and
+    the tasks it claimed in "next")."""
 
     def fail(result: dict[str, str] | None) -> Any:
         return _with_retries(lambda: job.client.fail(job.host, job.queue, job.id, job.worker,
                                                      job.attempt, result, retry=kind == "retry",
-                                                     cancelled=kind == "cancelled"))  # fmt: skip
+                                                     cancelled=kind == "cancelled",
+                                                     claim_next=claim_next))  # fmt: skip
 
     try:
         return fail(body)

@@ -2,8 +2,11 @@
 
 import os
 
-from django.core.wsgi import get_wsgi_application
+import django
+
+from taskhoster_site.lanes import Lanes
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskhoster_site.settings")
 
-application = get_wsgi_application()
+django.setup(set_prefix=False)  # as django.core.wsgi.get_wsgi_application does
+application = Lanes()

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -183,11 +184,16 @@ def test_nothing_imports_opentelemetry_without_it(tmp_path):
         "import json; print(json.dumps([headers, server_tracing.configure(),"
         " len(trace_context.CURRENT)]))\n"
     )
+    assert _printed_by(tmp_path, code) == [{}, False, 0]
+
+
+def _printed_by(tmp_path: Path, code: str) -> Any:
+    """The last line `code` printed, as JSON, run in a fresh process on a site of its own."""
     env = {"PATH": "/usr/bin:/bin", "TASKHOSTER_VAR_DIR": str(tmp_path / "var"),
            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60, check=True)  # fmt: skip
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [{}, False, 0]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_server_follows_the_callers_context_header():
@@ -226,3 +232,30 @@ def test_an_unknown_exporter_is_refused_by_name(tmp_path):
     done = _configured(tmp_path, "carrier-pigeon")
     assert done.returncode != 0
     assert "OTEL_TRACES_EXPORTER='carrier-pigeon'" in done.stderr
+
+
+def test_without_a_provider_a_request_without_a_context_starts_no_span(tmp_path):
+    """No provider set (a fresh process): a span would be a no-op with nothing to pass on, so
+    none is started; a caller's traceparent is still followed (a post stamps it on its task)."""
+    code = (
+        "import django, os, json\n"
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'taskhoster_site.settings'\n"
+        "django.setup()\n"
+        "from queues.metrics import tracing\n"
+        "class Request:\n"
+        "    method = 'POST'\n"
+        "    def __init__(self, meta):\n"
+        "        self.META, self.headers = meta, {k[5:].lower(): v for k, v in meta.items()}\n"
+        "bare = Request({})\n"
+        "parent = '00-' + '1' * 32 + '-' + '2' * 16 + '-01'\n"
+        "followed = Request({'HTTP_TRACEPARENT': parent})\n"
+        "route, kwargs = 'queues:api:tasks', {'host': 'h', 'queue': 'q'}\n"
+        "tracing.start_request_span(bare, route, kwargs)\n"
+        "tracing.start_request_span(followed, route, kwargs)\n"
+        "passed_on = tracing.current_traceparent()\n"
+        "tracing.end_request_span(followed, 201)\n"
+        "print(json.dumps([hasattr(bare, tracing._ATTACHED), passed_on]))\n"
+    )
+    bare_has_a_span, passed_on = _printed_by(tmp_path, code)
+    assert bare_has_a_span is False
+    assert passed_on == "00-" + "1" * 32 + "-" + "2" * 16 + "-01"

@@ -6,6 +6,7 @@ applies, is refused in one wording (queues.store.errors.out_of_range), the store
 """
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -314,3 +315,35 @@ def batch_group(body: dict[str, Any]) -> tuple[Any, tuple[str, Any] | None]:
     if not isinstance(spec, dict) or set(spec) - {"queue", "item"}:
         raise InvalidRequest('onComplete must be {"queue": ..., "item": {...}}.')
     return body.get("group"), (string(spec, "queue"), spec.get("item", {}))
+
+
+@dataclass(frozen=True)
+class NextClaim:
+    """A report's `next`: the claim made once the report is done, as a claim's own body says
+    it (`max` 1..100, default 1; `wait` 0..60 seconds; `lease` in seconds)."""
+
+    max_tasks: int
+    wait: float
+    lease: int | None
+
+
+_NEXT_FIELDS = frozenset({"max", "wait", "lease"})
+
+
+def next_claim(body: dict[str, Any], queue: QueueSettings) -> NextClaim | None:
+    """A result's, fail's or batch finish's `next`, checked before the report is made: a
+    malformed one refuses the request with nothing reported."""
+    spec = body.get("next")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise InvalidRequest('next must be {"max": N, "wait": S, "lease": L} (each optional).')
+    unknown = sorted(set(spec) - _NEXT_FIELDS)
+    if unknown:
+        raise InvalidRequest(f"Unknown field {unknown[0]} in next.")
+    named = {f"next.{key}": value for key, value in spec.items()}  # refusals name next.max
+    return NextClaim(
+        max_tasks=integer(named, "next.max", 1, low=1, high=MAX_BATCH),
+        wait=seconds(named, "next.wait", high=60),
+        lease=integer(named, "next.lease", None, low=1, high=queue.queue_seconds, unit="seconds"),
+    )

@@ -187,9 +187,25 @@ class OutcomeSerializer(serializers.Serializer):
     )
 
 
+class NextClaimSerializer(serializers.Serializer):
+    max = serializers.IntegerField(required=False, min_value=1, max_value=100, default=1)
+    wait = serializers.FloatField(required=False, min_value=0, max_value=60, default=0)
+    lease = serializers.IntegerField(
+        required=False, min_value=1, help_text="Seconds; default the queue's leaseSeconds."
+    )
+
+
+NEXT_HELP = (
+    "Claim up to max tasks for this worker once the report is made, as a claim would: the "
+    'answer then holds them in "next" (empty when none came within wait).'
+)
+NEXT_ANSWER_HELP = 'With "next" in the request: the tasks it claimed, full records.'
+
+
 class FinishManyRequestSerializer(serializers.Serializer):
     worker = serializers.CharField(min_length=1, max_length=200)
     outcomes = OutcomeSerializer(many=True, help_text="1..100 entries, each task once.")
+    next = NextClaimSerializer(required=False, help_text=NEXT_HELP)
 
 
 class EntryAnswerSerializer(serializers.Serializer):
@@ -204,6 +220,11 @@ class EntryAnswerSerializer(serializers.Serializer):
 
 class FinishManySerializer(serializers.Serializer):
     outcomes = EntryAnswerSerializer(many=True, help_text="One answer per entry, in order.")
+    next = TaskRecordSerializer(many=True, required=False, help_text=NEXT_ANSWER_HELP)
+
+
+class ReportAnswerSerializer(TaskStatusSerializer):
+    next = TaskRecordSerializer(many=True, required=False, help_text=NEXT_ANSWER_HELP)
 
 
 class ItemSerializer(serializers.Serializer):
@@ -247,12 +268,14 @@ class ProgressResponseSerializer(serializers.Serializer):
 
 class ResultRequestSerializer(_Fenced):
     result = serializers.JSONField()
+    next = NextClaimSerializer(required=False, help_text=NEXT_HELP)
 
 
 class FailRequestSerializer(_Fenced):
     result = serializers.JSONField(required=False, allow_null=True)
     retry = serializers.BooleanField(required=False, default=False)
     cancelled = serializers.BooleanField(required=False, default=False)
+    next = NextClaimSerializer(required=False, help_text=NEXT_HELP)
 
 
 class QueueStatsSerializer(serializers.Serializer):

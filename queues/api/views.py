@@ -427,9 +427,38 @@ _REPLAY = OpenApiParameter(
 )
 
 
-def _reported(reported: Reported) -> Response:
+def _reported(
+    request: Request,
+    ctx: QueueContext,
+    reported: Reported,
+    worker: str,
+    wanted: inputs.NextClaim | None,
+) -> Response:
     headers = {OUTCOME_REPLAYED: "true"} if reported.replayed else None
-    return Response(reported.task.status_view(), headers=headers)
+    answer = _with_next(request, ctx, reported.task.status_view(), wanted, worker)
+    return Response(answer, headers=headers)
+
+
+def _with_next(
+    request: Request,
+    ctx: QueueContext,
+    answer: dict[str, Any],
+    wanted: inputs.NextClaim | None,
+    worker: str,
+) -> dict[str, Any]:
+    """A report's answer, with the tasks its `next` claimed once the report was made (a
+    worker's next task in the request that reports its last: two requests a task, not three)."""
+    if wanted is None:
+        return answer
+    tasks, _crowded = actions.claim(
+        ctx,
+        worker=worker,
+        wait=wanted.wait,
+        lease=wanted.lease,
+        max_tasks=wanted.max_tasks,
+        connected=client_socket.still_connected(request.META),
+    )
+    return {**answer, "next": [task.full_view() for task in tasks]}
 
 
 class ResultView(APIView):
@@ -438,19 +467,21 @@ class ResultView(APIView):
         summary="Finish the task with its result (the same report again answers 200 as well)",
         parameters=[*TASK, _REPLAY],
         request=s.ResultRequestSerializer,
-        responses={200: s.TaskStatusSerializer, **errors(*WITH_BODY, 409)},
+        responses={200: s.ReportAnswerSerializer, **errors(*WITH_BODY, 409)},
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
         body = inputs.json_object(request, ctx.settings)
+        worker = inputs.string(body, "worker")
+        wanted = inputs.next_claim(body, ctx.settings)
         reported = actions.finish(
             ctx,
             id,
-            worker=inputs.string(body, "worker"),
+            worker=worker,
             attempt=inputs.integer(body, "attempt"),
             result=inputs.present(body, "result"),
         )
-        return _reported(reported)
+        return _reported(request, ctx, reported, worker, wanted)
 
 
 class FailView(APIView):
@@ -460,21 +491,23 @@ class FailView(APIView):
         "report again answers 200 as well)",
         parameters=[*TASK, _REPLAY],
         request=s.FailRequestSerializer,
-        responses={200: s.TaskStatusSerializer, **errors(*WITH_BODY, 409)},
+        responses={200: s.ReportAnswerSerializer, **errors(*WITH_BODY, 409)},
     )
     def post(self, request: Request, host: str, queue: str, id: str) -> Response:
         ctx = resolve(request, host, queue)
         body = inputs.json_object(request, ctx.settings)
+        worker = inputs.string(body, "worker")
+        wanted = inputs.next_claim(body, ctx.settings)
         reported = actions.fail(
             ctx,
             id,
-            worker=inputs.string(body, "worker"),
+            worker=worker,
             attempt=inputs.integer(body, "attempt"),
             result=body.get("result"),
             retry=inputs.boolean(body, "retry"),
             cancelled=inputs.boolean(body, "cancelled"),
         )
-        return _reported(reported)
+        return _reported(request, ctx, reported, worker, wanted)
 
 
 class PostManyView(APIView):
@@ -542,8 +575,10 @@ class FinishManyView(APIView):
         ctx = resolve(request, host, queue)
         body = inputs.json_object(request, ctx.settings, batch=True)
         worker = inputs.string(body, "worker")
+        wanted = inputs.next_claim(body, ctx.settings)
         answers = actions.finish_many(ctx, inputs.reports(body), worker=worker)
-        return Response({"outcomes": [_entry_answer(answer) for answer in answers]})
+        answer = {"outcomes": [_entry_answer(answer) for answer in answers]}
+        return Response(_with_next(request, ctx, answer, wanted, worker))
 
 
 def _entry_answer(answer: Reported | StoreError) -> dict[str, Any]:

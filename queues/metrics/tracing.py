@@ -105,6 +105,8 @@ def start_request_span(request: Any, route: str, kwargs: dict[str, Any]) -> None
     known = OPERATIONS.get(route)
     if known is None or trace is None or request.method != "POST":  # every one is a POST
         return
+    if "HTTP_TRACEPARENT" not in request.META and not _recording():
+        return  # a no-op span with no caller's context: nothing to record, nothing to pass on
     name, kind_of, kind = known
     queue = str(kwargs.get("queue", ""))
     attributes = {
@@ -123,6 +125,13 @@ def start_request_span(request: Any, route: str, kwargs: dict[str, Any]) -> None
     )  # fmt: skip
     token = context.attach(trace.set_span_in_context(span, parent))
     setattr(request, _ATTACHED, (span, token))
+
+
+def _recording() -> bool:
+    """Whether a tracer provider that may record spans is set (not OpenTelemetry's proxy, whose
+    spans are no-ops until one is set, nor its no-op provider)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def end_request_span(request: Any, status: int) -> None:

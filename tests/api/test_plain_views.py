@@ -309,12 +309,14 @@ def _report(world, bob, kind: str, extra: dict[str, Any]) -> Any:
     ("kind", "extra", "status"),
     [("progress", {"progress": {"p": 1}}, 200), ("progress", {}, 200),
      ("result", {"result": {"ok": 1}}, 200), ("fail", {"result": {"e": 1}}, 200),
-     ("fail", {"retry": True}, 200), ("fail", {"cancelled": True}, 400)],
+     ("fail", {"retry": True}, 200), ("fail", {"cancelled": True}, 400),
+     ("result", {"result": {"ok": 1}, "next": {"max": 2, "lease": 30}}, 200),
+     ("fail", {"retry": True, "next": {}}, 200), ("result", {"result": {}, "next": []}, 400)],
 )  # fmt: skip
 def test_each_report_on_a_held_lease(world, routes, kind, extra, status):
     bob = world.client("bob")
-    world.post()
-    world.post()
+    for _ in range(6):  # two reports, each on a task of its own, and what their next claims
+        world.post()
     assert twins(routes, lambda: _report(world, bob, kind, extra))[0] == status
 
 
@@ -361,6 +363,21 @@ def test_a_batch_finish_answers_each_entry_alike(world, routes):
 
     status, _, body = twins(routes, finish)
     assert status == 200 and [o["status"] for o in orjson.loads(body)["outcomes"]] == [200, 404]
+
+
+def test_a_batch_finish_that_claims_the_next_alike(world, routes):
+    bob = world.client("bob")
+
+    def finish() -> Any:
+        world.post()
+        world.post()
+        task = world.claim(worker="w")
+        outcomes = [{"id": task.id, "attempt": task.attempts, "outcome": "result", "result": {}}]
+        body = {"worker": "w", "outcomes": outcomes, "next": {"max": 1}}
+        return bob.post(FINISH, body, format="json")
+
+    status, _, body = twins(routes, finish)
+    assert status == 200 and len(orjson.loads(body)["next"]) == 1
     empty = {"worker": "w", "outcomes": []}
     assert same(routes, lambda: bob.post(FINISH, empty, format="json"))[0] == 400
 

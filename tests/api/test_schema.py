@@ -94,6 +94,22 @@ def components_of(schema: dict, response: dict) -> dict:
     return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
 
 
+def request_component(schema: dict, operation: dict) -> dict:
+    ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+
+
+@pytest.mark.parametrize("path", ["tasks/{id}/result", "tasks/{id}/fail", "finish"])
+def test_a_report_may_claim_the_next_task_and_the_schema_says_how(client, path):
+    schema = served_schema(client)
+    operation = schema["paths"][f"/api/v1/queues/{{host}}/{{queue}}/{path}"]["post"]
+    asked = request_component(schema, operation)["properties"]["next"]
+    spec = schema["components"]["schemas"][asked["allOf"][0]["$ref"].rsplit("/", 1)[-1]]
+    assert set(spec["properties"]) == {"max", "wait", "lease"}
+    answered = components_of(schema, operation["responses"]["200"])["properties"]["next"]
+    assert answered["type"] == "array" and answered["items"]["$ref"].endswith("/TaskRecord")
+
+
 def test_the_schema_is_valid_openapi(client):
     from drf_spectacular.validation import validate_schema
 

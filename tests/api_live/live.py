@@ -22,7 +22,7 @@ QUEUES = {QUEUE: 60, SHORT: 1, "wake": 60, "result": 60, "fail": 60, "retry": 60
           "clicancel": 3, "clistop": 60, "cliabandon": 2, "cliwatch": 60,
           "cliwait": 60, "djdefault": 60, "djflaky": 60, "djfail": 60, "djprio": 60,
           "djlater": 60, "djodd": 60, "batch": 60, "batchpool": 60, "chunked": 60,
-          "metrics": 60}  # fmt: skip
+          "metrics": 60, "chain": 60, "chainbudget": 60, "chainpool": 60}  # fmt: skip
 # Settings beyond the lease (every queue has a budget of 8 unless it says otherwise here).
 SETTINGS = {"flaky": {"max_attempts": 3, "backoff_seconds": 0},
             "batchpool": {"max_attempts": 3, "backoff_seconds": 0, "max_item_bytes": 2000},

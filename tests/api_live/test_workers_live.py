@@ -235,9 +235,9 @@ def test_a_pool_reports_the_outcomes_that_end_together_in_one_batch(live, client
     sent: list[list[str]] = []
 
     class Counting(type(clients["wendy"])):
-        def finish_many(self, host, queue, worker, outcomes):
+        def finish_many_answer(self, host, queue, worker, outcomes, **kwargs):
             sent.append([o["outcome"] for o in outcomes])
-            return super().finish_many(host, queue, worker, outcomes)
+            return super().finish_many_answer(host, queue, worker, outcomes, **kwargs)
 
         def result(self, *args, **kwargs):  # a batching pool never reports one by one
             raise AssertionError("a single result was sent")
@@ -273,3 +273,62 @@ def test_a_pool_reports_the_outcomes_that_end_together_in_one_batch(live, client
     assert finals["fail"]["status"] == "failed"
     assert finals["big"]["status"] == "failed"
     assert finals["big"]["result"]["type"] == "ResultTooLarge"
+
+
+def counted(live, clients, sent: list[tuple[str, str, bool]]):
+    """wendy's client, noting each request it sends: its method, the path's last part, and
+    whether its body asked for the next task."""
+
+    class Counting(type(clients["wendy"])):
+        def request(self, method, path, **options):
+            body = options.get("body")
+            sent.append(
+                (method, path.rsplit("/", 1)[-1], isinstance(body, dict) and "next" in body)
+            )
+            return super().request(method, path, **options)
+
+    return Counting(live.url, live.tokens["wendy"], timeout=15)
+
+
+def work_counted(live, clients, queue, sent, *, tasks, concurrency=1):
+    """run_worker on `queue` with the counting client, until it handled `tasks` claims (a
+    guard stops a loop that never gets them)."""
+    stop = threading.Event()
+    guard = threading.Timer(60, stop.set)
+    guard.start()
+    try:
+        return run_worker(counted(live, clients, sent), HOST, queue, "loop",
+                          lambda job: {"n": job.item["n"]}, wait=5, max_tasks=tasks,
+                          concurrency=concurrency, stop_event=stop)  # fmt: skip
+    finally:
+        guard.cancel()
+
+
+def test_each_report_claims_the_next_task_so_a_task_costs_one_worker_request(live, clients):
+    posted = [clients["paul"].post(HOST, "chain", {"n": n})["id"] for n in range(5)]
+    sent: list[tuple[str, str, bool]] = []
+    assert work_counted(live, clients, "chain", sent, tasks=5) == 5
+    finals = [clients["olga"].get(HOST, "chain", id) for id in posted]
+    assert [f["result"]["n"] for f in finals if f["status"] == "finished"] == list(range(5))
+    # one claim, then five results, each but the last claiming the next (max_tasks is spent)
+    assert sent == [("POST", "claim", False)] + [("POST", "result", True)] * 4 + [
+        ("POST", "result", False)
+    ]
+
+
+def test_max_tasks_holds_across_the_reports_next_claims(live, clients):
+    posted = [clients["paul"].post(HOST, "chainbudget", {"n": n})["id"] for n in range(5)]
+    handled = work(clients, "chainbudget", lambda job: {}, tasks=3)
+    assert handled == 3
+    statuses = [clients["olga"].get(HOST, "chainbudget", id)["status"] for id in posted]
+    assert statuses == ["finished"] * 3 + ["pending"] * 2
+
+
+def test_a_pools_batch_finish_claims_a_next_task_for_each_slot_it_frees(live, clients):
+    posted = clients["paul"].post_many(HOST, "chainpool", [{"item": {"n": n}} for n in range(8)])
+    sent: list[tuple[str, str, bool]] = []
+    assert work_counted(live, clients, "chainpool", sent, tasks=8, concurrency=4) == 8
+    finals = [clients["olga"].get(HOST, "chainpool", t["id"])["status"] for t in posted]
+    assert finals == ["finished"] * 8
+    assert [what for _, what, _ in sent].count("claim") == 1  # the rest came with the reports
+    assert any(asked for _, what, asked in sent if what == "finish")
