@@ -59,9 +59,12 @@ class DueIndex:
     def follow(self, settings: QueueSettings) -> dict[str, dict[str, bool | int]] | None:
         """The names changed in each directory since the last pass (True or AGAIN: there after
         its events, False: gone), or None when the pass must list everything: call whole()
-        then, before listing. Either way every event queued up to now is consumed."""
+        then, before listing. Every event queued up to now is consumed, unless nothing is heard
+        any more (no inotify, a directory gone, a forked child's inherited instance)."""
+        if not self.listening:  # a forked child must not read its parent's events away
+            return None
         changed: dict[str, dict[str, bool | int]] = {}
-        lost = self.settings != settings or not self.listening
+        lost = self.settings != settings
         for number, (directory, sub) in enumerate(self._subs.items()):
             if sub is None:
                 continue
