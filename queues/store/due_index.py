@@ -81,6 +81,10 @@ class DueIndex:
         self.key_of_task.clear()
         self.whole_passes += 1
 
+    def lost(self) -> None:
+        """A pass ended half-way (an error it did not note): the next one lists everything."""
+        self.settings = None
+
     def at(self, item: Item, due: int | None) -> None:
         """Look at `item` again at `due` (ms), or never (None) unless it changes."""
         if due is None:

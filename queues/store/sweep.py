@@ -82,10 +82,14 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     due = core.due.of(qd)
     with due.lock:
         changed = due.follow(settings)
-        if changed is None:
-            due.whole(settings)
-            return _whole(core, qd, settings, now, due)
-        return _follow(core, qd, settings, now, due, changed)
+        try:
+            if changed is None:
+                due.whole(settings)
+                return _whole(core, qd, settings, now, due)
+            return _follow(core, qd, settings, now, due, changed)
+        except BaseException:
+            due.lost()  # what the pass did not reach is looked at by the next one, listing
+            raise
 
 
 def _whole(
