@@ -1,7 +1,7 @@
 """Scale benchmark (file store): what a long-lived process pays, per look, at 20,000, 200,000 and
 1,000,000 tasks on one queue (half pending, half done, nothing due): a sweep pass that changes
-nothing, the queue's stats, and (with --site) the dashboard and /metrics through Django's test
-client. Its cost should follow what is due or changed, not what is stored.
+nothing, the queue's stats, and (unless --store-only) the dashboard and /metrics through
+Django's test client. Its cost should follow what is due or changed, not what is stored.
 
 The tasks are written straight into the directories in the store's record format (as a restore
 would; posting a million through the verbs would take most of an hour). Each size gets a fresh
@@ -13,8 +13,8 @@ changes to follow, as it would in service.
 
 Page cache warm, no flushes. Timed figures: the machine may be shared; rerun and compare.
 
-Run: .venv/bin/python bench/scale_bench.py [--sizes 20000,200000,1000000] [--repeats R] [--site]
-                                           [--profile sweep|stats] [--size N]
+Run: .venv/bin/python bench/scale_bench.py [--sizes 20000,200000,1000000] [--repeats R]
+                                           [--store-only] [--profile "sweep pass"|stats]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import cProfile
 import multiprocessing as mp
 import os
 import pstats
+import resource
 import statistics
 import sys
 import tempfile
@@ -175,14 +176,16 @@ def measure(n: int, repeats: int, site: bool, profile: str, out: Any) -> None:
             for name, call in named.items():
                 times[name].append(timed(call))
         other.close()
-        out.put((n, first, {name: statistics.median(t) for name, t in times.items()}))
+        steady = {name: statistics.median(t) for name, t in times.items()}
+        out.put((n, first, steady, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="20000,200000,1000000", help="tasks on the queue")
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--site", action="store_true", help="also the dashboard and /metrics")
+    parser.add_argument("--store-only", action="store_true",
+                        help="not the dashboard and /metrics (no Django site)")  # fmt: skip
     parser.add_argument("--profile", default="", help="print a cProfile of one look's repeats")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -190,15 +193,16 @@ def main() -> None:
     results = []
     for n in sizes:
         out = context.Queue()
-        child = context.Process(target=measure, args=(n, args.repeats, args.site, args.profile,
-                                                      out))  # fmt: skip
+        site = not args.store_only
+        child = context.Process(target=measure, args=(n, args.repeats, site, args.profile, out))
         child.start()
         results.append(out.get())
         child.join()
     print("$ " + " ".join([".venv/bin/python", *sys.argv]))
     print(f"page cache warm, no flushes; load average {os.getloadavg()[0]:.1f} (a shared machine)")
     base = results[0][2]
-    for n, first, steady in results:
+    for n, first, steady, rss in results:
+        print(f"{n:>9,} tasks  the process's peak resident memory {rss:,.0f} MB")
         for name, ms in steady.items():
             print(f"{n:>9,} tasks  {name:<10}  {ms:8.1f} ms  ({ms / base[name]:.1f}x the "
                   f"{results[0][0]:,}'s; first look {first[name]:,.0f} ms)")  # fmt: skip

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from . import paths
 from .inotify import ENTRIES, ChangeLog, Subscription
 from .paths import QueueDirs
+from .per_queue import PerQueue
 from .settings import QueueSettings
 
 IN_ATTRIB, IN_CLOSE_WRITE = 0x4, 0x8
@@ -122,36 +122,9 @@ class DueIndex:
         self._subs = dict.fromkeys(DIRECTORIES)
 
 
-class DueIndexes:
+class DueIndexes(PerQueue[DueIndex]):
     """The due indexes of the queues this process swept most recently (a sweep loop sweeps every
     queue; each index holds four inotify watches and about 200 bytes a task)."""
 
     def __init__(self, changes: Callable[[], ChangeLog | None], *, keep: int = 1024) -> None:
-        self._changes = changes
-        self._keep = keep
-        self._lock = threading.Lock()
-        self._indexes: OrderedDict[tuple[str, str], DueIndex] = OrderedDict()
-
-    def of(self, qd: QueueDirs) -> DueIndex:
-        key = (qd.host, qd.queue)
-        with self._lock:
-            index = self._indexes.get(key)
-            if index is None:
-                index = self._indexes[key] = DueIndex(qd, self._changes())
-                while len(self._indexes) > self._keep:
-                    self._indexes.popitem(last=False)[1].close()
-            self._indexes.move_to_end(key)
-            return index
-
-    def drop(self, host: str, queue: str) -> None:
-        """The queue was closed (its descriptors went): its index goes too."""
-        with self._lock:
-            index = self._indexes.pop((host, queue), None)
-        if index is not None:
-            index.close()
-
-    def close(self) -> None:
-        with self._lock:
-            for index in self._indexes.values():
-                index.close()
-            self._indexes.clear()
+        super().__init__(DueIndex, changes, keep=keep)

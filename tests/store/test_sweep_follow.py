@@ -60,6 +60,18 @@ def aged(path: Path) -> None:
     os.utime(path, ns=(past, past), follow_symlinks=False)
 
 
+def swept_done_record(h: Harness) -> Path:
+    """A task finished at T0 + 2000, its record old enough to be trusted, and one pass made."""
+    task = h.post(settings=S, now=T0)
+    assert h.claim(settings=S, now=T0 + 1000) is not None
+    h.store.finish(HOST, QUEUE, task.id, settings=S, worker="box-1", attempt=1, result={},
+                   now=T0 + 2000)  # fmt: skip
+    path = h.queue_dir / "done" / f"{task.id}.json"
+    aged(path)
+    assert sweep_queue(h.store, HOST, QUEUE, S, now=T0 + 3000).cleaned == 0
+    return path
+
+
 # -- the rules' due times ---------------------------------------------------------------------
 
 
@@ -162,13 +174,7 @@ def test_a_lease_shortened_by_hand_in_place_is_judged_at_its_new_end(hf):
 
 def test_a_record_rewritten_in_place_with_its_old_size_and_mtime_is_read_again(hf):
     """What a stamp (inode, mtime, size) cannot tell, an event on its name does."""
-    task = hf.post(settings=S, now=T0)
-    assert hf.claim(settings=S, now=T0 + 1000) is not None
-    hf.store.finish(HOST, QUEUE, task.id, settings=S, worker="box-1", attempt=1, result={},
-                    now=T0 + 2000)  # fmt: skip
-    path = hf.queue_dir / "done" / f"{task.id}.json"
-    aged(path)
-    assert sweep_queue(hf.store, HOST, QUEUE, S, now=T0 + 3000).cleaned == 0
+    path = swept_done_record(hf)
     before = os.stat(path)
     data = path.read_bytes()
     # the same length: T0 + 2000 becomes another 13-digit time, two hours earlier
@@ -227,13 +233,7 @@ def test_a_new_key_without_its_task_goes_once_stale(hf):
 def test_lost_events_make_the_next_pass_a_whole_one(hf):
     """Past the kernel's queue (fs.inotify.max_queued_events), inotify drops events and says
     IN_Q_OVERFLOW: a change made after that is seen only by listing again."""
-    task = hf.post(settings=S, now=T0)
-    assert hf.claim(settings=S, now=T0 + 1000) is not None
-    hf.store.finish(HOST, QUEUE, task.id, settings=S, worker="box-1", attempt=1, result={},
-                    now=T0 + 2000)  # fmt: skip
-    path = hf.queue_dir / "done" / f"{task.id}.json"
-    aged(path)
-    assert sweep_queue(hf.store, HOST, QUEUE, S, now=T0 + 3000).cleaned == 0
+    path = swept_done_record(hf)
     queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     in_another_process(
         hf,
