@@ -31,7 +31,7 @@ from .due_index import DueIndexes
 from .errors import StorageUnavailable
 from .eventlog import NO_REASON, Because, EventLog, LinesRefused
 from .index import PendingIndex
-from .inotify import changes
+from .inotify import changes, sweep_changes
 from .listing_index import ListingIndexes
 from .openqueues import OpenQueues
 from .paths import QueueDirs
@@ -64,7 +64,7 @@ class QueueCore:
         # what the sweep read of done records, kept across its passes (not per open queue)
         self.done_records = DoneRecords()
         # when each thing of a queue falls due, for the sweep's later passes (due_index.py)
-        self.due = DueIndexes(changes)
+        self.due = DueIndexes(sweep_changes)
         self._queues = OpenQueues(
             self.root_fd,
             limit=config.open_queues,

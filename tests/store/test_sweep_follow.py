@@ -274,3 +274,15 @@ def test_a_forked_sweep_passes_whole(hf):
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_sweep_s_watches_do_not_reach_the_counts_of_the_same_process(hf):
+    """The sweep watches writes in place; a close after an unlink then names a gone file. On
+    the claims' inotify instance (one mask per directory) that would count it in done/."""
+    swept_done_record(hf)
+    assert hf.store.stats(HOST, QUEUE, now=T0 + 3000).done == 1
+    gone = hf.queue_dir / "done" / "00000000000000ff.json"
+    with open(gone, "wb") as held_open:
+        held_open.write(b"{}")
+        gone.unlink()
+    assert hf.store.stats(HOST, QUEUE, now=T0 + 3000).done == 1
