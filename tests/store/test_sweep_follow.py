@@ -4,6 +4,7 @@ after inotify lost events (a whole pass again)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -286,3 +287,20 @@ def test_the_sweep_s_watches_do_not_reach_the_counts_of_the_same_process(hf):
         held_open.write(b"{}")
         gone.unlink()
     assert hf.store.stats(HOST, QUEUE, now=T0 + 3000).done == 1
+
+
+def test_two_done_records_exchanged_in_place_are_each_judged_again(hf):
+    """renameat2(RENAME_EXCHANGE), as another process may do it: each inode comes back under
+    the other's name, with no name created or removed. Each name holds another id's record
+    now, which the sweep quarantines."""
+    first = swept_done_record(hf)
+    second = swept_done_record(hf)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        pytest.skip("no renameat2 in this C library")
+    at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
+    done = libc.renameat2(at_cwd, bytes(first), at_cwd, bytes(second), exchange)
+    if done != 0:
+        pytest.skip(f"RENAME_EXCHANGE refused here: {os.strerror(ctypes.get_errno())}")
+    assert sweep_queue(hf.store, HOST, QUEUE, S, now=T0 + 4000).quarantined == 2
+    assert whole_passes(hf) == 1
