@@ -85,11 +85,15 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
         try:
             if changed is None:
                 due.whole(settings)
-                return _whole(core, qd, settings, now, due)
-            return _follow(core, qd, settings, now, due, changed)
+                report = _whole(core, qd, settings, now, due)
+            else:
+                report = _follow(core, qd, settings, now, due, changed)
         except BaseException:
             due.lost()  # what the pass did not reach is looked at by the next one, listing
             raise
+        if report.storage_faults:  # a block the disk cut short may have left things unnoted
+            due.lost()
+        return report
 
 
 def _whole(
