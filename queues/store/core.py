@@ -27,10 +27,11 @@ from .archive import PayloadArchive
 from .background import Background
 from .dircount import DirCounts
 from .done_records import DoneRecords
+from .due_index import DueIndexes
 from .errors import StorageUnavailable
 from .eventlog import NO_REASON, Because, EventLog, LinesRefused
 from .index import PendingIndex
-from .inotify import changes
+from .inotify import changes, sweep_changes
 from .listing_index import ListingIndexes
 from .openqueues import OpenQueues
 from .paths import QueueDirs
@@ -62,6 +63,8 @@ class QueueCore:
         self.dir_counts = DirCounts(changes)
         # what the sweep read of done records, kept across its passes (not per open queue)
         self.done_records = DoneRecords()
+        # when each thing of a queue falls due, for the sweep's later passes (due_index.py)
+        self.due = DueIndexes(sweep_changes)
         self._queues = OpenQueues(
             self.root_fd,
             limit=config.open_queues,
@@ -83,6 +86,7 @@ class QueueCore:
     def _closed(self, host: str, queue: str) -> None:
         self.listings.drop(host, queue)
         self.dir_counts.drop(host, queue)
+        self.due.drop(host, queue)
 
     # -- places -----------------------------------------------------------------------------
 

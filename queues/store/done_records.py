@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 
-from . import paths, stamps
+from . import paths, rules, stamps
 from .records import Task
 from .rules import retention_due
 from .settings import QueueSettings
@@ -78,6 +78,16 @@ class DoneRecords:
         if stamps.stamp(found) & _STAMP_MASK != stamp:
             return False
         return not retention_due(finished, fetched, settings, now)
+
+    def retention_ends(
+        self, host: str, queue: str, task_id: str, settings: QueueSettings
+    ) -> int | None:
+        """When the learned record's retention is over (ms), or None if it was not learned."""
+        learned = self._queues.get((host, queue), {}).get(task_id)
+        if learned is None:
+            return None
+        _stamp, finished, fetched = _unpack(learned)
+        return rules.retention_ends(finished, fetched, settings)
 
     def learn(self, host: str, queue: str, task: Task, opened: os.stat_result | None) -> None:
         """Keep a done record the sweep read: `opened`, the fstat of the descriptor it was read

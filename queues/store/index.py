@@ -18,6 +18,7 @@ import orjson
 from . import files, inotify, paths
 from .errors import CorruptRecord
 from .inotify import ChangeLog, Subscription
+from .pending_summary import PendingEntries
 from .records import State, Task, parse_record
 
 
@@ -26,7 +27,7 @@ class PendingIndex:
         self._fd = dir_fd
         # id -> (-priority, postedAt, availableAt, retrying, seq): what the heaps are checked
         # against (seq last, so the waiting counts read entries as they always have)
-        self.entries: dict[str, Key] = {}
+        self.entries = PendingEntries()  # with the stats' counts kept (pending_summary.py)
         # (-priority, postedAt, seq, id): post order within a priority, a record without a seq
         # (0) first among its millisecond's, by id
         self._ready: list[tuple[int, int, int, str]] = []

@@ -1,7 +1,8 @@
 """inotify in a process: one threaded watcher for everything that waits, one read in place for
-the claim indexes.
+the claim indexes, and one for the sweep's due indexes.
 
-The kernel allows few inotify instances per user (128 here), so a process opens two at most:
+The kernel allows few inotify instances per user (128 here), so a process opens two at most,
+and a third if it sweeps (`sweep_changes()`, for due_index.py):
 
 - The watcher (`watcher()`): one instance and one daemon reader thread, shared by waiting
   claims, waiting reads, the monitor's event streams and the Task Logs follower. Each caller
@@ -355,6 +356,7 @@ class ChangeLog:
 
 _watcher: Watcher | None = None
 _changes: ChangeLog | None = None
+_sweep_changes: ChangeLog | None = None
 _instances_lock = threading.Lock()
 
 
@@ -378,13 +380,28 @@ def changes() -> ChangeLog:
         return _changes
 
 
+def sweep_changes() -> ChangeLog:
+    """This process's change log for the sweep's due indexes (due_index.py), made on first use.
+    An instance of its own: it watches writes and attribute changes in place too, and the kernel
+    keeps one mask per directory and instance, so on the claims' instance those events would
+    reach their indexes too (a close after an unlink names a file that is gone)."""
+    global _sweep_changes
+    with _instances_lock:
+        _forget_the_parents()
+        if _sweep_changes is None:
+            _sweep_changes = ChangeLog()
+        return _sweep_changes
+
+
 def _forget_the_parents() -> None:
-    """In a forked child, drop both instances inherited from the parent; call with the lock."""
-    global _watcher, _changes
+    """In a forked child, drop the instances inherited from the parent; call with the lock."""
+    global _watcher, _changes, _sweep_changes
     if _inherited(_watcher):
         _watcher = None
     if _inherited(_changes):
         _changes = None
+    if _inherited(_sweep_changes):
+        _sweep_changes = None
 
 
 def _inherited(instance: Watcher | ChangeLog | None) -> bool:

@@ -28,17 +28,19 @@ def list_tasks(
 
 def stats(core: QueueCore, host: str, queue: str, *, now: int | None = None) -> QueueStats:
     """Counts from the pending index and the names in processing/ and done/ (dircount.py): no
-    record is read twice, and a deep directory is not listed again on every call."""
+    record is read twice, a deep directory is not listed again on every call, and the pending
+    counts are kept as the index changes (pending_summary.py)."""
     now = now_ms(now)
     with core.queue_dirs(host, queue) as qd:
         with core.lock:
-            entries = list(core.index(qd).entries.values())
+            entries = core.index(qd).entries
+            pending, waiting, oldest = len(entries), entries.waiting(now), entries.oldest()
         counts = core.dir_counts.counts(qd)
     return QueueStats(
-        pending=len(entries),
+        pending=pending,
         processing=counts["processing"],
         done=counts["done"],
-        delayed=sum(1 for e in entries if e[2] > now and not e[3]),
-        retrying=sum(1 for e in entries if e[2] > now and e[3]),
-        oldest_pending_ms=max((now - min(e[1] for e in entries)), 0) if entries else 0,
+        delayed=waiting.delayed,
+        retrying=waiting.retrying,
+        oldest_pending_ms=max(now - oldest, 0) if oldest is not None else 0,
     )

@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from bisect import bisect_left, insort
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from stat import S_ISREG
 from typing import NamedTuple
@@ -32,6 +31,7 @@ from . import copies, files, paths, stamps
 from .errors import CorruptRecord
 from .inotify import ChangeLog, Subscription
 from .paths import QueueDirs
+from .per_queue import PerQueue
 from .records import State, Task, parse_record
 from .results import ANY, TaskPage, _Any
 
@@ -357,27 +357,12 @@ def _change(
         do.setdefault(listing, set()).add(key)
 
 
-class ListingIndexes:
+class ListingIndexes(PerQueue[ListingIndex]):
     """The listing indexes of the queues this process listed most recently (each holds about
     a few hundred bytes per task and three inotify subscriptions, so only `keep` are kept)."""
 
     def __init__(self, changes: Callable[[], ChangeLog | None], *, keep: int = 16) -> None:
-        self._changes = changes
-        self._keep = keep
-        self._lock = threading.Lock()
-        self._indexes: OrderedDict[tuple[str, str], ListingIndex] = OrderedDict()
-
-    def of(self, qd: QueueDirs) -> ListingIndex:
-        key = (qd.host, qd.queue)
-        with self._lock:
-            index = self._indexes.get(key)
-            if index is None:
-                index = self._indexes[key] = ListingIndex(qd, self._changes())
-                while len(self._indexes) > self._keep:
-                    _, dropped = self._indexes.popitem(last=False)
-                    dropped.close()
-            self._indexes.move_to_end(key)
-            return index
+        super().__init__(ListingIndex, changes, keep=keep)
 
     def page(
         self,
@@ -389,16 +374,3 @@ class ListingIndexes:
         offset: int,
     ) -> TaskPage:
         return self.of(qd).page(qd, status, posted_by, limit, offset)
-
-    def drop(self, host: str, queue: str) -> None:
-        """The queue was closed (openqueues.py): its index goes too, rebuilt on next use."""
-        with self._lock:
-            index = self._indexes.pop((host, queue), None)
-        if index is not None:
-            index.close()
-
-    def close(self) -> None:
-        with self._lock:
-            for index in self._indexes.values():
-                index.close()
-            self._indexes.clear()

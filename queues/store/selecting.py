@@ -187,11 +187,11 @@ def state_counts(core: QueueCore, host: str, queue: str, *, now: int | None = No
             index.refresh(qd)
             counts = index.counts()
         with core.lock:
-            waiting = [e for e in core.index(qd).entries.values() if e[2] > now]
+            waiting = core.index(qd).entries.waiting(now)
     return StateCounts(
         pending=counts[State.PENDING],
-        delayed=sum(1 for e in waiting if not e[3]),
-        retrying=sum(1 for e in waiting if e[3]),
+        delayed=waiting.delayed,
+        retrying=waiting.retrying,
         processing=counts[State.PROCESSING],
         finished=counts[State.FINISHED],
         failed=counts[State.FAILED],

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 
@@ -23,6 +24,7 @@ import orjson
 from . import copies, dependencies, files, groups, paths, rules, strays
 from .clock import now_ms
 from .core import QueueCore
+from .due_index import KEY, TASK, TEMP, DueIndex, Item
 from .errors import CorruptRecord, StorageUnavailable, StoreError
 from .eventlog import NO_REASON, Because
 from .paths import QueueDirs
@@ -77,16 +79,35 @@ def sweep_queue(
 
 
 def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) -> SweepReport:
+    due = core.due.of(qd)
+    with due.lock:
+        changed = due.follow(settings)
+        try:
+            if changed is None:
+                due.whole(settings)
+                report = _whole(core, qd, settings, now, due)
+            else:
+                report = _follow(core, qd, settings, now, due, changed)
+        except BaseException:
+            due.lost()  # what the pass did not reach is looked at by the next one, listing
+            raise
+        if report.storage_faults:  # a block the disk cut short may have left things unnoted
+            due.lost()
+        return report
+
+
+def _whole(
+    core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int, due: DueIndex
+) -> SweepReport:
+    """A pass that lists every directory and judges every task (the first of a process, and
+    any after lost events); what it learns, when each thing falls due, goes into `due`."""
     report = SweepReport(queues=1)
     with _storage_faults_noted(report):  # the time rules after it matter more
-        _remove_temps(qd, now, report)
+        _remove_temps(qd, now, report, due)
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
     with _storage_faults_noted(report):
-        _remove_orphan_keys(qd, listed, now, report)
-    with _storage_faults_noted(report):  # a release an ending crashed before
-        dependencies.sweep_dependents(core, qd, now=now)
-    with _storage_faults_noted(report):  # a group's count or callback an ending crashed before
-        groups.sweep_groups(core, qd, now=now)
+        _remove_orphan_keys(qd, listed, now, report, due)
+    _sweep_waiters_and_groups(core, qd, now, report)
     with core.lock:
         index = core.index(qd)
         known, waiting = dict(index.entries), index.waiting_ids()
@@ -98,19 +119,111 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
         # fresh by its postedAt is fresh; any other is read, and judged by its window_start.
         fresh = task_id in known and now - known[task_id][1] <= settings.queue_seconds * 1000
         if where == ["pending"] and (fresh or task_id in waiting):
-            continue  # a waiting task has no rule to meet: no window, no lease (rules.verdict)
+            # a waiting task has no rule to meet (rules.verdict): its release rewrites it
+            looked = known[task_id][1] + settings.queue_seconds * 1000 + 1 if fresh else None
+            due.at((TASK, "", task_id), looked)
+            continue
         if where == ["done"] and learned.not_due(done_fd, qd.host, qd.queue, task_id,
                                                  settings, now):  # fmt: skip
-            continue  # read at an earlier pass, unchanged since, and kept yet (done_records.py)
-        # A disk refusing one task's change may still allow the next one's (a full disk still
-        # deletes: retention goes on while a requeue's write is refused).
-        with _storage_faults_noted(report):
-            best = _settle(core, qd, task_id, where, now, report)
-            if best is not None:
-                if where == ["done"]:
-                    learned.learn(qd.host, qd.queue, best.task, best.opened)
-                _apply_rules(core, qd, best, settings, now, report)
+            # read at an earlier pass, unchanged since, and kept yet (done_records.py)
+            due.at((TASK, "", task_id), learned.retention_ends(qd.host, qd.queue, task_id,
+                                                               settings))  # fmt: skip
+            continue
+        _judge(core, qd, task_id, where, settings, now, report, due)
     return report
+
+
+def _follow(
+    core: QueueCore,
+    qd: QueueDirs,
+    settings: QueueSettings,
+    now: int,
+    due: DueIndex,
+    changed: dict[str, dict[str, bool | int]],
+) -> SweepReport:
+    """A pass that looks only at the names inotify says changed since the last pass and at
+    what fell due by `now` (due_index.py)."""
+    report = SweepReport(queues=1)
+    looks: set[Item] = set(due.fallen_due(now))
+    for directory, names in changed.items():
+        for name in names:
+            task_id = paths.task_id_of(name) if directory != paths.KEYS_DIR else None
+            if task_id is not None:
+                looks.add((TASK, "", task_id))
+            elif name.startswith(files.TEMP_PREFIX):
+                looks.add((TEMP, directory, name))
+            elif directory == paths.KEYS_DIR:
+                looks.add((KEY, directory, name))
+    for kind, directory, name in sorted(looks):
+        due.forget((kind, directory, name))
+    with _storage_faults_noted(report):
+        for kind, directory, name in sorted(looks):
+            if kind == TEMP:
+                _check_temp(qd, directory, name, now, report, due)
+    with _storage_faults_noted(report):
+        for kind, _, name in sorted(looks):
+            if kind == KEY:
+                _check_key(qd, name, None, now, report, due)
+    _sweep_waiters_and_groups(core, qd, now, report)
+    for kind, _, task_id in sorted(looks):
+        if kind == TASK:
+            where = [d for d in paths.STATE_DIRS if _present(qd, d, task_id)]
+            if where:
+                _judge(core, qd, task_id, where, settings, now, report, due)
+                continue
+            # gone from every directory: a key it left (its file deleted by hand) is an orphan
+            key = due.key_of_task.pop(task_id, None)
+            if key is not None:
+                with _storage_faults_noted(report):
+                    _check_key(qd, key, None, now, report, due)
+    return report
+
+
+def _sweep_waiters_and_groups(
+    core: QueueCore, qd: QueueDirs, now: int, report: SweepReport
+) -> None:
+    """What costs the queue's awaited tasks and open groups, not its tasks: every pass."""
+    with _storage_faults_noted(report):  # a release an ending crashed before
+        dependencies.sweep_dependents(core, qd, now=now)
+    with _storage_faults_noted(report):  # a group's count or callback an ending crashed before
+        groups.sweep_groups(core, qd, now=now)
+
+
+def _judge(
+    core: QueueCore,
+    qd: QueueDirs,
+    task_id: str,
+    where: list[str],
+    settings: QueueSettings,
+    now: int,
+    report: SweepReport,
+    due: DueIndex,
+) -> None:
+    """Read the task's copies, keep the best, apply the rules to it, and note when to look
+    again: when its next rule can fire, or at the next pass if one fired (its change is
+    looked at then) or could not be made now (a worker held it)."""
+    # A disk refusing one task's change may still allow the next one's (a full disk still
+    # deletes: retention goes on while a requeue's write is refused).
+    due.at((TASK, "", task_id), now + 1)  # until judged: a fault below leaves it to the next pass
+    with _storage_faults_noted(report):
+        best = _settle(core, qd, task_id, where, now, report)
+        if best is None:
+            return
+        if where == ["done"]:
+            core.done_records.learn(qd.host, qd.queue, best.task, best.opened)
+        _apply_rules(core, qd, best, settings, now, report)
+        looked = rules.next_due(best.directory, best.task, settings)
+        due.at((TASK, "", task_id), None if looked is None else max(looked, now + 1))
+
+
+def _present(qd: QueueDirs, directory: str, task_id: str) -> bool:
+    """Whether the directory has an entry under the task's name (whatever it is: _settle
+    quarantines what is no record)."""
+    try:
+        os.stat(paths.task_file(task_id), dir_fd=qd.fd(directory), follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def storage_fault(exc: BaseException) -> str | None:
@@ -141,65 +254,97 @@ def _list(qd: QueueDirs, directory: str) -> set[str]:
     return {i for e in os.scandir(qd.fd(directory)) if (i := paths.task_id_of(e.name))}
 
 
-def _remove_temps(qd: QueueDirs, now: int, report: SweepReport) -> None:
+def _remove_temps(qd: QueueDirs, now: int, report: SweepReport, due: DueIndex) -> None:
     for directory in (*paths.STATE_DIRS, paths.KEYS_DIR):
-        fd = qd.fd(directory)
-        for entry in os.scandir(fd):
-            if not entry.name.startswith(files.TEMP_PREFIX):
-                continue
-            # The store's temps are regular files: anything else under such a name (a directory
-            # left by hand, a FIFO) is not one of ours to remove, nor a reason to fail the pass.
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            # A temp is renamed to its task's name the moment its write is done: one listed a
-            # moment ago may be gone by its stat, or by its unlink. Either way its writer
-            # finished after all.
-            with contextlib.suppress(FileNotFoundError):
-                if entry.stat(follow_symlinks=False).st_mtime * 1000 < now - STALE_TEMP_MS:
-                    files.unlink(fd, entry.name, fsync=False)
-                    report.temp_removed += 1
+        for entry in os.scandir(qd.fd(directory)):
+            if entry.name.startswith(files.TEMP_PREFIX):
+                _check_temp(qd, directory, entry.name, now, report, due)
+
+
+def _check_temp(
+    qd: QueueDirs, directory: str, name: str, now: int, report: SweepReport, due: DueIndex
+) -> None:
+    """Remove a temp file whose writer died (older than STALE_TEMP_MS); note a younger one's
+    time."""
+    fd = qd.fd(directory)
+    # A temp is renamed to its task's name the moment its write is done: one listed a moment
+    # ago may be gone by its stat, or by its unlink. Either way its writer finished after all.
+    with contextlib.suppress(FileNotFoundError):
+        found = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        # The store's temps are regular files: anything else under such a name (a directory
+        # left by hand, a FIFO) is not one of ours to remove, nor a reason to fail the pass.
+        if not stat.S_ISREG(found.st_mode):
+            return
+        if found.st_mtime * 1000 < now - STALE_TEMP_MS:
+            files.unlink(fd, name, fsync=False)
+            report.temp_removed += 1
+        else:
+            due.at((TEMP, directory, name), _stale_at(found))
+
+
+def _stale_at(found: os.stat_result) -> int:
+    """The first millisecond at which a file with this mtime is older than STALE_TEMP_MS."""
+    return -(-found.st_mtime_ns // 1_000_000) + STALE_TEMP_MS + 1
 
 
 def _remove_orphan_keys(
-    qd: QueueDirs, listed: dict[str, set[str]], now: int, report: SweepReport
+    qd: QueueDirs, listed: dict[str, set[str]], now: int, report: SweepReport, due: DueIndex
 ) -> None:
     """Remove the keys whose task never appeared: a keyed post writes its key, then its task,
-    and one that crashed in between left a key that would answer every replay with nothing.
+    and one that crashed in between left a key that would answer every replay with nothing."""
+    for entry in os.scandir(qd.fd(paths.KEYS_DIR)):
+        if not entry.name.startswith(files.TEMP_PREFIX):
+            _check_key(qd, entry.name, listed, now, report, due)
+
+
+def _check_key(
+    qd: QueueDirs,
+    name: str,
+    listed: dict[str, set[str]] | None,
+    now: int,
+    report: SweepReport,
+    due: DueIndex,
+) -> None:
+    """Remove one key if its task never appeared; note a younger key's time, and a kept key's
+    task (its key is looked at again when the task goes from every directory).
 
     A poster may be between its two writes right now, so only a key older than STALE_TEMP_MS
     goes, and only if its task is in no state directory: not in the listing taken before (which
-    meets a task moving forward, pending to processing to done, in the order it lists) nor on a
-    look now in the other order (which meets one moving back: a retry or a requeue writes its
-    pending/ copy before it unlinks the other). The key is removed, not completed from its
-    record: the post that wrote it was never acknowledged, and a client that retries with the
-    same key makes a new task."""
+    meets a task moving forward, pending to processing to done, in the order it lists; a pass
+    without a listing looks in that order now) nor on a look now in the other order (which
+    meets one moving back: a retry or a requeue writes its pending/ copy before it unlinks the
+    other). The key is removed, not completed from its record: the post that wrote it was never
+    acknowledged, and a client that retries with the same key makes a new task."""
     keys = qd.fd(paths.KEYS_DIR)
-    for entry in os.scandir(keys):
-        if entry.name.startswith(files.TEMP_PREFIX):
-            continue
-        if not entry.is_file(follow_symlinks=False):
-            if paths.is_key_file(entry.name):  # planted under a key's name: moved aside
-                strays.move_aside(qd, keys, entry.name, paths.KEYS_DIR)
-            continue  # any other name is no business of the store's
-        try:
-            if entry.stat(follow_symlinks=False).st_mtime * 1000 >= now - STALE_TEMP_MS:
-                continue
-            task_id = _task_of_key(files.read_at(keys, entry.name))
-        except FileNotFoundError:
-            continue  # removed since the listing, with its cleaned task
-        except files.NotRegularFile:
-            continue  # replaced by something else than a key since the listing: not ours
-        if task_id is not None and (
-            any(task_id in ids for ids in listed.values()) or copies.exists(qd, task_id)
-        ):
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(entry.name, dir_fd=keys, follow_symlinks=False).st_ino != entry.inode():
-                continue  # replaced since it was listed: a new post's key
-            # no fsync: a key brought back by a power cut is still without its task, and goes
-            # at the next sweep
-            files.unlink(keys, entry.name, fsync=False)
-            report.keys_removed += 1
+    try:
+        found = os.stat(name, dir_fd=keys, follow_symlinks=False)
+        if not stat.S_ISREG(found.st_mode):
+            if paths.is_key_file(name):  # planted under a key's name: moved aside
+                strays.move_aside(qd, keys, name, paths.KEYS_DIR)
+            return  # any other name is no business of the store's
+        if found.st_mtime * 1000 >= now - STALE_TEMP_MS:
+            due.at((KEY, paths.KEYS_DIR, name), _stale_at(found))
+            return
+        task_id = _task_of_key(files.read_at(keys, name))
+    except FileNotFoundError:
+        return  # removed since the listing, with its cleaned task
+    except files.NotRegularFile:
+        return  # replaced by something else than a key since the listing: not ours
+    if task_id is not None:
+        if listed is not None:
+            seen = any(task_id in ids for ids in listed.values())
+        else:
+            seen = any(_present(qd, d, task_id) for d in paths.STATE_DIRS)
+        if seen or copies.exists(qd, task_id):
+            due.key_of_task[task_id] = name
+            return
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(name, dir_fd=keys, follow_symlinks=False).st_ino != found.st_ino:
+            return  # replaced since it was listed: a new post's key
+        # no fsync: a key brought back by a power cut is still without its task, and goes
+        # at the next sweep
+        files.unlink(keys, name, fsync=False)
+        report.keys_removed += 1
 
 
 def _task_of_key(data: bytes) -> str | None:

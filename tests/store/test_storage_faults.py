@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -423,3 +424,26 @@ def test_the_sweep_loop_outlives_a_read_only_items_disk_and_says_so_once(tmp_pat
             assert loop.poll() is None
         _, err = interrupted(loop)
     assert "Traceback" not in err and "Read-only" not in err, err  # said once in all
+
+
+def test_a_long_lived_sweep_cut_short_by_a_read_only_disk_lists_again_once_writable(
+    items, logs, caplog
+):
+    """A following pass (due_index.py) reads only what changed or fell due: a temp whose
+    removal the disk refused, noted nowhere, would be met again only by a pass that lists."""
+    _with_a_lapsed_lease(items, logs)
+    store = QueueStore(StoreConfig(items_dir=items, logs_dir=logs, fsync=False))
+    try:
+        sweep_all(store, lambda host, queue: SETTINGS, now=T0)  # the store's whole pass
+        temp = items / HOST / QUEUE / "pending" / ".tmp-dead"
+        temp.write_bytes(b"half")  # a writer that died, seen by the store's watch
+        read_only(items)
+        stale = time.time_ns() // 1_000_000 + 120_000  # the temp is two minutes old
+        refused = sweep_all(store, lambda host, queue: LAPSED, now=stale)
+        assert refused.temp_removed == 0 and refused.errors
+        writable(items)
+        again = sweep_all(store, lambda host, queue: LAPSED, now=stale + 1000)
+        assert again.temp_removed == 1 and not again.errors
+        assert not temp.exists()
+    finally:
+        store.close()
