@@ -158,25 +158,25 @@ def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
     raise StorageUnavailable(f"Task {task_id} kept changing; try again.")
 
 
-def commit(qd: QueueDirs, source: str, new: Task, *, fsync: files.Durable) -> None:
-    """Write `new` over the copy in `source`: in place, or moved content first to its directory."""
+Left = list[tuple[int, str]]  # (directory, name): the copies a change left behind it
+
+
+def commit(qd: QueueDirs, source: str, new: Task, *, fsync: files.Durable) -> Left:
+    """Write `new` over the copy in `source`: in place, or content first into its directory.
+    Returns the copy a move leaves in `source`, for `retire` once the change is durable: a
+    crash before then leaves the task in two directories, and the copy with the higher rev
+    (the new one) wins; the sweep deletes the other (store.md, third version)."""
     target = new.status.directory
     name = paths.task_file(new.id)
-    data = orjson.dumps(new.to_record())
-    if target == source:
-        files.write_durable(qd.fd(target), name, data, fsync=fsync)
-    else:
-        files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)
+    files.write_durable(qd.fd(target), name, orjson.dumps(new.to_record()), fsync=fsync)
+    return [] if target == source else [(qd.fd(source), name)]
 
 
-def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.Durable) -> None:
-    """commit() for a batch of (source directory, new record), sharing the flushes.
-
-    Content first, as for one task: every new record is written into its directory and
-    fsynced (files.write_temps: all at once), then renamed into place, then each destination
-    directory is fsynced once; only then are the old copies unlinked, with no flush of the
-    directories they left (as files.move: a lost unlink leaves a losing copy the sweep
-    deletes)."""
+def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.Durable) -> Left:
+    """commit() for a batch of (source directory, new record), sharing the flushes: every new
+    record is written into its directory and fsynced (files.write_temps: all at once), then
+    renamed into place, then each destination directory is fsynced once. Returns the copies
+    the moves left behind, for `retire` once the batch is durable."""
     syncs = files.DirSyncs(fsync=fsync)
     targets = [qd.fd(new.status.directory) for _, new in changes]
     temps = files.write_temps(
@@ -186,7 +186,7 @@ def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.
         ],
         fsync=fsync,
     )
-    moved = []
+    left: Left = []
     for index, ((source, new), target_fd, temp) in enumerate(
         zip(changes, targets, temps, strict=True)
     ):
@@ -199,7 +199,13 @@ def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.
             raise
         syncs.owe(target_fd)
         if new.status.directory != source:
-            moved.append((source, name))
-    syncs.flush()  # every destination is durable before any source goes
-    for source, name in moved:
-        files.unlink(qd.fd(source), name, fsync=False)
+            left.append((qd.fd(source), name))
+    syncs.flush()
+    return left
+
+
+def retire(left: Left) -> None:
+    """Remove the copies a change left behind, once the change is durable; the directories
+    they leave are not flushed (a lost unlink leaves a losing copy the sweep deletes)."""
+    for dir_fd, name in left:
+        files.unlink(dir_fd, name, fsync=False)

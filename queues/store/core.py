@@ -148,7 +148,9 @@ class QueueCore:
                 if settings.archive_payloads
                 else []
             )
-            posting.write_task(qd, task, fsync=self.fsync)
+            # a keyed task's file is flushed before its line: its key is durable already, and
+            # must never name a torn file
+            posting.write_task(qd, task, fsync=self._closed_by_line([task]))
         self.note_pending(qd, task)
         try:
             self.log.append(task, "posted", now=now, archived=archived, because=because)
@@ -205,7 +207,7 @@ class QueueCore:
                 else []
                 for task in new
             }
-            posting.write_tasks(qd, new, fsync=self.fsync)
+            posting.write_tasks(qd, new, fsync=self._closed_by_line(new))
         for task in new:
             self.note_pending(qd, task)
         try:
@@ -222,6 +224,13 @@ class QueueCore:
             raise
         return [priors.get(task.id) for task in tasks]
 
+    def _closed_by_line(self, tasks: list[Task]) -> files.Durable:
+        """How a post's task files are flushed: by the one flush of their `posted` lines
+        (files.deferred), unless one of them is keyed."""
+        if any(task.idempotency_key is not None for task in tasks):
+            return self.fsync
+        return files.deferred(self.fsync)
+
     def apply_many(
         self,
         qd: QueueDirs,
@@ -231,10 +240,12 @@ class QueueCore:
         worker: str | None,
         settings: QueueSettings | None,
         may_spool: bool = True,
+        flush: bool = True,
     ) -> list[Task]:
         """apply() for a batch of changes of locked tasks: the records are written content
-        first with one fsync per directory touched (copies.commit_many), then every event
-        line in one write and one flush of the event log (`may_spool`: EventLog.append_many)."""
+        first (copies.commit_many), then every event line in one write, and one flush makes
+        all of it durable (`may_spool`: EventLog.append_many); only then do the copies the
+        moves left go. `flush` False: nothing is flushed (a claim: store.md, fourth version)."""
         for change in changes:
             check_transition(change.new.id, change.old.status, change.new.status, change.event)
         archived = [
@@ -243,19 +254,20 @@ class QueueCore:
             else []
             for c in changes
         ]
-        copies.commit_many(qd, [(c.source, c.new) for c in changes], fsync=self.fsync)
+        fsync = files.deferred(self.fsync) if flush else False
+        left = copies.commit_many(qd, [(c.source, c.new) for c in changes], fsync=fsync)
         for change in changes:
             if change.new.status is State.PENDING:
                 self.note_pending(qd, change.new)
-        self.log.append_many(
-            [
-                (c.new, c.event, worker, done)
-                for c, done in zip(changes, archived, strict=True)
-                if c.event is not None
-            ],
-            now=now,
-            may_spool=may_spool,
-        )
+        lines = [
+            (c.new, c.event, worker, done)
+            for c, done in zip(changes, archived, strict=True)
+            if c.event is not None
+        ]
+        self.log.append_many(lines, now=now, may_spool=may_spool, flush=flush)
+        if flush and not lines:
+            files.flush_items(self.fsync)
+        copies.retire(left)
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
         if ended:
             dependencies.release_ended(self, ended, now=now)
@@ -284,11 +296,14 @@ class QueueCore:
             archived = [
                 self._archive(new, event, kind, body) for kind, body in (archive or {}).items()
             ]
-        copies.commit(qd, source, new, fsync=self.fsync)
+        left = copies.commit(qd, source, new, fsync=files.deferred(self.fsync))
         if new.status is State.PENDING:
             self.note_pending(qd, new)
         if event is not None:
             self.log.append(new, event, now=now, worker=worker, archived=archived, because=because)
+        else:
+            files.flush_items(self.fsync)
+        copies.retire(left)
         if new.status.terminal and not old.status.terminal:
             dependencies.release_ended(self, [new], now=now)
             groups.note_ended(self, [new], now=now)

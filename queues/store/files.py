@@ -76,7 +76,26 @@ def flush_for(mode: str, items_fd: int) -> Flush:
         raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}, not {mode!r}")
     if mode == "syncfs" and _syncfs is None:
         raise ValueError("flush 'syncfs' needs the C library's syncfs() (Linux)")
-    return Flush(syncfs=mode == "syncfs", items_dev=os.fstat(items_fd).st_dev)
+    flush = Flush(syncfs=mode == "syncfs", items_dev=os.fstat(items_fd).st_dev)
+    if flush.syncfs:
+        flusher(items_fd, flush.items_dev)  # known before a line on another disk needs it
+    return flush
+
+
+def deferred(fsync: Durable) -> Durable:
+    """The flush a step of an operation makes of its own, where the operation ends with one
+    syncfs (its event line's, or flush_items): none. That one flush covers every byte and
+    name the operation wrote, and data=ordered keeps a fresh inode's bytes from being named
+    before they are written (store.md, fourth version); per-file fsync keeps each its own."""
+    return False if _by_syncfs(fsync) else fsync
+
+
+def flush_items(fsync: Durable) -> None:
+    """The closing flush of an operation whose steps were deferred, where no event line
+    made it: one syncfs of the items' file system."""
+    if _by_syncfs(fsync):
+        assert isinstance(fsync, Flush)
+        _flushers[fsync.items_dev].wait()
 
 
 def _by_syncfs(fsync: Durable) -> bool:
@@ -567,14 +586,19 @@ def append(fd: int, data: bytes, *, fsync: Durable, dev: int | None = None) -> N
         whole = data.rfind(b"\n", 0, written) + 1
         raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
     if isinstance(fsync, Flush) and fsync.syncfs and _device(fd, dev) == fsync.items_dev:
-        flusher(
-            fd, fsync.items_dev
-        ).wait()  # the logs share the items' file system, and its flushes
+        try:  # the logs share the items' file system, and its flushes
+            flusher(fd, fsync.items_dev).wait()
+        except StorageUnavailable as exc:
+            raise ClosingFlushFailed() from exc
     elif fsync:
         try:
             _call("fsync", os.fdatasync, fd)
         except (OSError, StorageUnavailable) as exc:
             raise FlushFailed() from exc
+        try:  # the line's flush closes the operation (deferred): the items' disk's too
+            flush_items(fsync)
+        except StorageUnavailable as exc:
+            raise ClosingFlushFailed() from exc
 
 
 class FlushFailed(StorageUnavailable):
@@ -584,6 +608,15 @@ class FlushFailed(StorageUnavailable):
 
     def __init__(self) -> None:
         super().__init__("The logs disk did not flush a line it was given.")
+
+
+class ClosingFlushFailed(StorageUnavailable):
+    """The syncfs that closes an operation (its records and its line, files.deferred) failed:
+    nothing it covered may be taken as durable, so the operation is refused, never spooled
+    and acknowledged. Its line was written whole and stands (a reader may have read it)."""
+
+    def __init__(self) -> None:
+        super().__init__("The items disk did not flush a change.")
 
 
 def _device(fd: int, dev: int | None) -> int:
