@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from . import copies, dependencies, files, groups, paths, posting
+from . import copies, dependencies, files, groups, paths, posting, spares
 from .archive import PayloadArchive
 from .background import Background
 from .dircount import DirCounts
@@ -255,7 +255,12 @@ class QueueCore:
             for c in changes
         ]
         fsync = files.deferred(self.fsync) if flush else False
-        left = copies.commit_many(qd, [(c.source, c.new) for c in changes], fsync=fsync)
+        left = copies.commit_many(
+            qd,
+            [(c.source, c.new) for c in changes],
+            fsync=fsync,
+            keep=not flush and spares.kept_by(self.fsync),  # a claim's pending records
+        )
         for change in changes:
             if change.new.status is State.PENDING:
                 self.note_pending(qd, change.new)
@@ -267,7 +272,7 @@ class QueueCore:
         self.log.append_many(lines, now=now, may_spool=may_spool, flush=flush)
         if flush and not lines:
             files.flush_items(self.fsync)
-        copies.retire(left)
+        copies.retire(qd, left, fsync=fsync)
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
         if ended:
             dependencies.release_ended(self, ended, now=now)
@@ -296,14 +301,15 @@ class QueueCore:
             archived = [
                 self._archive(new, event, kind, body) for kind, body in (archive or {}).items()
             ]
-        left = copies.commit(qd, source, new, fsync=files.deferred(self.fsync))
+        fsync = files.deferred(self.fsync)
+        left = copies.commit(qd, source, new, fsync=fsync)
         if new.status is State.PENDING:
             self.note_pending(qd, new)
         if event is not None:
             self.log.append(new, event, now=now, worker=worker, archived=archived, because=because)
         else:
             files.flush_items(self.fsync)
-        copies.retire(left)
+        copies.retire(qd, left, fsync=fsync)
         if new.status.terminal and not old.status.terminal:
             dependencies.release_ended(self, [new], now=now)
             groups.note_ended(self, [new], now=now)
@@ -328,7 +334,11 @@ class QueueCore:
         # the key goes first: a crash in between leaves a task without a key, never a key that
         # would bring a cleaned task back
         posting.remove_key(qd, task, fsync=self.fsync)
-        files.unlink(qd.fd("done"), paths.task_file(task.id), fsync=self.fsync)
+        # into the spares (a syncfs store with renameat2), where the next batch writes
+        spares.retire(qd, qd.fd("done"), paths.task_file(task.id),
+                      into_spares=spares.usable(files.deferred(self.fsync)))  # fmt: skip
+        if self.fsync:
+            files.sync_dir(qd.fd("done"), self.fsync)
         self.log.append(task, event, now=now, because=because)
 
     def quarantine(self, qd: QueueDirs, directory: str, task_id: str, *, now: int) -> bool:

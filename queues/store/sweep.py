@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, dependencies, files, groups, paths, rules, strays
+from . import copies, dependencies, files, groups, paths, rules, spares, strays
 from .clock import now_ms
 from .core import QueueCore
 from .errors import CorruptRecord, StorageUnavailable, StoreError
@@ -80,6 +80,7 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     report = SweepReport(queues=1)
     with _storage_faults_noted(report):  # the time rules after it matter more
         _remove_temps(qd, now, report)
+        spares.trim(qd)  # the pool's surplus, past its bound
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
     with _storage_faults_noted(report):
         _remove_orphan_keys(qd, listed, now, report)

@@ -300,7 +300,7 @@ def _commit_unlinking_the_source_first(qd: Any, source: str, new: Any, *, fsync:
 
 
 def _commit_retiring_before_the_flush(qd: Any, source: str, new: Any, *, fsync: Any) -> Any:
-    copies.retire(ORIGINAL_COMMIT(qd, source, new, fsync=fsync))
+    copies.retire(qd, ORIGINAL_COMMIT(qd, source, new, fsync=fsync), fsync=fsync)
     return []
 
 
