@@ -80,7 +80,6 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
     report = SweepReport(queues=1)
     with _storage_faults_noted(report):  # the time rules after it matter more
         _remove_temps(qd, now, report)
-        spares.trim(qd)  # the pool's surplus, past its bound
     listed = {d: _list(qd, d) for d in paths.STATE_DIRS}
     with _storage_faults_noted(report):
         _remove_orphan_keys(qd, listed, now, report)
@@ -111,6 +110,8 @@ def _sweep(core: QueueCore, qd: QueueDirs, settings: QueueSettings, now: int) ->
                 if where == ["done"]:
                     learned.learn(qd.host, qd.queue, best.task, best.opened)
                 _apply_rules(core, qd, best, settings, now, report)
+    with _storage_faults_noted(report):  # after retention, which retires into the spares
+        spares.trim(qd)
     return report
 
 
