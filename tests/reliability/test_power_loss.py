@@ -30,7 +30,7 @@ import orjson
 import pytest
 
 from queues.store import QueueSettings, QueueStore, StoreConfig, copies, files, sweep_queue
-from queues.store.errors import StoreError
+from queues.store.errors import LeaseLost, StoreError
 from queues.store.eventlog import EventLog
 
 from . import powerloss
@@ -365,3 +365,49 @@ def test_power_loss_catches_planted_bugs(
     found = outcome.violations
     print(f"{mutant} ({flush}): {len(found)} violations, e.g. {found[:1]}")
     assert outcome.violations
+
+
+@pytest.mark.parametrize("flush", FLUSHES)
+def test_fencing_holds_after_a_crash_that_lost_a_claim(
+    tmp_path: Path, crash_root: Path, flush: str
+) -> None:
+    """A claim is not flushed, so a power cut may take it back after box-1 heard of it. In
+    every crash state of the claim: once recovered (a sweep past its lease, as the lease pass
+    would run), whoever claims the task next holds it, and box-1's report for the claim it
+    heard of is refused unless box-1 holds the task still (its claim survived)."""
+    base = tmp_path / "recorded"
+    st = QueueStore(config(base, fsync=True, flush=flush))
+    st.create_queue(HOST, QUEUE)
+    tid = _post(st, None).id
+    st.close()
+    os.sync()
+    st = QueueStore(config(base, fsync=True, flush=flush))
+    trace, claimed = powerloss.record(
+        base, lambda: st.claim(HOST, QUEUE, settings=S, worker="box-1", now=CLAIM_AT)
+    )
+    st.close()
+    assert [t.id for t in claimed] == [tid]  # type: ignore[attr-defined]
+    lost = refused = 0
+    for state in powerloss.crash_states(trace, random.Random("fencing")):
+        if not state.acknowledged:
+            continue  # box-1 never heard of a claim: nothing to fence
+        dest = crash_root / "crash"
+        powerloss.materialise(trace, state, dest)
+        store = QueueStore(config(dest, fsync=False))
+        try:
+            sweep_queue(store, HOST, QUEUE, S, now=LAPSE_AT)  # the lease pass, past the lease
+            again = store.claim(HOST, QUEUE, settings=S, worker="box-2", now=LAPSE_AT + 1)
+            assert [t.id for t in again] == [tid], state.note  # never lost: claimable again
+            lost += again[0].attempts == 1  # box-1's claim was taken back by the power cut
+            with pytest.raises(LeaseLost):
+                store.finish(HOST, QUEUE, tid, result={"stale": 1}, now=LAPSE_AT + 2, **W)
+            refused += 1
+            done = store.finish(HOST, QUEUE, tid, settings=S, worker="box-2",
+                                attempt=again[0].attempts, result={"r": 1},
+                                now=LAPSE_AT + 3)  # fmt: skip
+            assert done.task.status.value == "finished"
+        finally:
+            store.close()
+            shutil.rmtree(dest)
+    print(f"fencing ({flush}): {refused} acknowledged crash states, {lost} lost the claim")
+    assert refused > 0 and lost > 0  # the model did take back acknowledged claims
