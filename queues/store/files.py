@@ -828,16 +828,22 @@ def lock_open(
     """Lock `fd`, opened on the file at `name`: whether `name` still names that inode once
     the lock is held (False too when, not blocking, another process holds the lock).
 
-    A file's content never changes once it has its name (every write is temp-then-rename), so
-    what was read from `fd` before the lock is still the record when this answers True: the
-    caller need not open or read it again. On False the caller closes `fd`. `opened`: the
-    descriptor's fstat from its open (open_regular), if the caller has it: a descriptor names
-    one inode for as long as it is open, so it need not be asked again."""
+    A file's content never changes while it has its name (every write is temp-then-rename, or
+    into a spare inode that no name names), so what was read from `fd` before the lock is still
+    the record when this answers True: the caller need not open or read it again. A spare may
+    come back under the same name, written over: `opened`'s change time tells it apart. On
+    False the caller closes `fd`. `opened`: the descriptor's fstat from its open
+    (open_regular), if the caller has it: a descriptor names one inode for as long as it is
+    open, so it need not be asked again."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
         now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         held = os.fstat(fd) if opened is None else opened
-        return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev)
+        # a spare inode (queues.store.spares) may have been written over and named again here
+        # since `opened`: its change time moved with the rewrite, so it is not the file read
+        return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev) and (
+            opened is None or now.st_ctime_ns == opened.st_ctime_ns
+        )
     except (BlockingIOError, FileNotFoundError):
         return False  # someone else holds it or moved it: a lost race, the caller skips
 

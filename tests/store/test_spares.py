@@ -152,3 +152,34 @@ def test_a_spare_another_writer_holds_is_passed_by(h: Harness) -> None:
         finally:
             for fd, _ in held:
                 os.close(fd)
+
+
+def test_a_lock_on_a_record_read_before_its_inode_came_back_written_over_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A reader opens and reads pending/X, then the inode is retired into the spares, written
+    over and named pending/X again before the reader locks it: the name names the inode the
+    reader holds, but not the record it read (files.lock_open compares the change time)."""
+    pending, spare = tmp_path / "pending", tmp_path / "spare"
+    pending.mkdir()
+    spare.mkdir()
+    (pending / "x.json").write_bytes(b'{"rev": 1}')
+    dir_fd, spare_fd = os.open(pending, os.O_RDONLY), os.open(spare, os.O_RDONLY)
+    try:
+        fd, opened = files.open_regular(dir_fd, "x.json")
+        try:
+            assert files.read_fd(fd) == b'{"rev": 1}'
+            time.sleep(0.02)  # a later tick of the file clock
+            files.retire_into(dir_fd, "x.json", spare_fd, "s-1")
+            again = files.open_spare(spare_fd, "s-1")
+            assert again is not None
+            files.rewrite(again, b'{"rev": 3}')
+            os.close(again)
+            files.rename_aside(spare_fd, "s-1", dir_fd, "x.json")
+            assert os.stat("x.json", dir_fd=dir_fd).st_ino == opened.st_ino
+            assert not files.lock_open(dir_fd, "x.json", fd, block=True, opened=opened)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)
+        os.close(spare_fd)
