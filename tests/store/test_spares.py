@@ -120,6 +120,8 @@ def test_without_renameat2_the_store_writes_fresh_inodes(h: Harness, monkeypatch
     """Where the C library has no renameat2 (another OS), a syncfs store's batches write fresh
     temps and unlink what they retire: no spare is ever made or taken."""
     monkeypatch.setattr(files, "_renameat2", None)
+    # restored afterwards: the fallback notes it has made names by link() (creates_by_link)
+    monkeypatch.setattr(files, "_links", files._links)
     ids = _round(h, 6, now=T0)
     assert _spare_inodes(h) == set()
     sweep_queue(h.store, HOST, QUEUE, KEEP, now=T0 + 3601 * 1000)
