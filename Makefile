@@ -74,7 +74,7 @@ bench: $(VENV)/.installed
 			peers_bench) args="--json $(BENCH_OUT)/peers.json";; \
 			http_bench) args="--json $(BENCH_OUT)/http.json";; esac; \
 		if [ -n "$(QUICK)" ]; then case $$name in \
-			store_bench|peers_bench|flush_bench) args="$$args --quick";; \
+			store_bench|peers_bench|flush_bench|floor_bench) args="$$args --quick";; \
 			logs_bench) args="$$args --lines 100000 --skip-pages";; \
 			*) echo "== $$script: left out of the quick run"; continue;; esac; fi; \
 		echo "== $$script $$args"; \

@@ -120,6 +120,7 @@ def _claim_from(
                 worker=worker,
                 settings=None,
                 may_spool=False,  # a claim whose line fails is put back, never spooled
+                flush=False,  # a claim lost in a crash is a run again (store.md, fourth version)
             )
             if taken
             else []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from . import files, paths
+from . import files, paths, spares
 from .errors import CorruptRecord, NotFound, StorageUnavailable
 from .paths import QueueDirs
 from .records import Task
@@ -158,27 +158,43 @@ def locked(qd: QueueDirs, task_id: str) -> Iterator[Copy]:
     raise StorageUnavailable(f"Task {task_id} kept changing; try again.")
 
 
-def commit(qd: QueueDirs, source: str, new: Task, *, fsync: files.Durable) -> None:
-    """Write `new` over the copy in `source`: in place, or moved content first to its directory."""
+Left = list[tuple[int, str]]  # (directory, name): the copies a change left behind it
+
+
+def commit(qd: QueueDirs, source: str, new: Task, *, fsync: files.Durable) -> Left:
+    """Write `new` over the copy in `source`: in place, or content first into its directory.
+    Returns the copy a move leaves in `source`, for `retire` once the change is durable: a
+    crash before then leaves the task in two directories, and the copy with the higher rev
+    (the new one) wins; the sweep deletes the other (store.md, third version)."""
     target = new.status.directory
     name = paths.task_file(new.id)
-    data = orjson.dumps(new.to_record())
-    if target == source:
-        files.write_durable(qd.fd(target), name, data, fsync=fsync)
-    else:
-        files.move(qd.fd(source), qd.fd(target), name, data, fsync=fsync)
+    files.write_durable(qd.fd(target), name, orjson.dumps(new.to_record()), fsync=fsync)
+    return [] if target == source else [(qd.fd(source), name)]
 
 
-def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.Durable) -> None:
-    """commit() for a batch of (source directory, new record), sharing the flushes.
-
-    Content first, as for one task: every new record is written into its directory and
-    fsynced (files.write_temps: all at once), then renamed into place, then each destination
-    directory is fsynced once; only then are the old copies unlinked, with no flush of the
-    directories they left (as files.move: a lost unlink leaves a losing copy the sweep
-    deletes)."""
-    syncs = files.DirSyncs(fsync=fsync)
+def commit_many(
+    qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.Durable, keep: bool = False
+) -> Left:
+    """commit() for a batch of (source directory, new record), sharing the flushes: every new
+    record is written into its directory and fsynced (files.write_temps: all at once), then
+    renamed into place, then each destination directory is fsynced once. Returns the copies
+    the moves left behind, for `retire` once the batch is durable. `keep`: a record written
+    over in place (a claim's, not flushed) keeps its inode as a spare (spares.keep)."""
     targets = [qd.fd(new.status.directory) for _, new in changes]
+    left: Left = [
+        (qd.fd(source), paths.task_file(new.id))
+        for source, new in changes
+        if new.status.directory != source
+    ]
+    if spares.usable(fsync):
+        writes = [
+            (fd, paths.task_file(new.id), orjson.dumps(new.to_record()),
+             new.status.directory == source)
+            for fd, (source, new) in zip(targets, changes, strict=True)
+        ]  # fmt: skip
+        spares.write_all(qd, writes, fsync=fsync)
+        return left
+    syncs = files.DirSyncs(fsync=fsync)
     temps = files.write_temps(
         [
             (fd, orjson.dumps(new.to_record()))
@@ -186,20 +202,26 @@ def commit_many(qd: QueueDirs, changes: list[tuple[str, Task]], *, fsync: files.
         ],
         fsync=fsync,
     )
-    moved = []
     for index, ((source, new), target_fd, temp) in enumerate(
         zip(changes, targets, temps, strict=True)
     ):
-        name = paths.task_file(new.id)
         try:
-            files.commit_temp(target_fd, temp, name, fsync=False)
+            if keep and new.status.directory == source:
+                spares.keep(qd, target_fd, paths.task_file(new.id))
+            files.commit_temp(target_fd, temp, paths.task_file(new.id), fsync=False)
         except BaseException:
             for later_fd, later in zip(targets[index + 1 :], temps[index + 1 :], strict=True):
                 files.discard(later_fd, later)
             raise
         syncs.owe(target_fd)
-        if new.status.directory != source:
-            moved.append((source, name))
-    syncs.flush()  # every destination is durable before any source goes
-    for source, name in moved:
-        files.unlink(qd.fd(source), name, fsync=False)
+    syncs.flush()
+    return left
+
+
+def retire(qd: QueueDirs, left: Left, *, fsync: files.Durable) -> None:
+    """Remove the copies a change left behind, once the change is durable: into the queue's
+    spares where its writes use them (spares.usable), else unlinked. The directories they
+    leave are not flushed (a lost removal leaves a losing copy the sweep deletes)."""
+    into_spares = spares.usable(fsync)
+    for dir_fd, name in left:
+        spares.retire(qd, dir_fd, name, into_spares=into_spares)

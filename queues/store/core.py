@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from . import copies, dependencies, files, groups, paths, posting
+from . import copies, dependencies, files, groups, paths, posting, spares
 from .archive import PayloadArchive
 from .background import Background
 from .dircount import DirCounts
@@ -152,7 +152,9 @@ class QueueCore:
                 if settings.archive_payloads
                 else []
             )
-            posting.write_task(qd, task, fsync=self.fsync)
+            # a keyed task's file is flushed before its line: its key is durable already, and
+            # must never name a torn file
+            posting.write_task(qd, task, fsync=self._closed_by_line([task]))
         self.note_pending(qd, task)
         try:
             self.log.append(task, "posted", now=now, archived=archived, because=because)
@@ -209,7 +211,7 @@ class QueueCore:
                 else []
                 for task in new
             }
-            posting.write_tasks(qd, new, fsync=self.fsync)
+            posting.write_tasks(qd, new, fsync=self._closed_by_line(new))
         for task in new:
             self.note_pending(qd, task)
         try:
@@ -226,6 +228,13 @@ class QueueCore:
             raise
         return [priors.get(task.id) for task in tasks]
 
+    def _closed_by_line(self, tasks: list[Task]) -> files.Durable:
+        """How a post's task files are flushed: by the one flush of their `posted` lines
+        (files.deferred), unless one of them is keyed."""
+        if any(task.idempotency_key is not None for task in tasks):
+            return self.fsync
+        return files.deferred(self.fsync)
+
     def apply_many(
         self,
         qd: QueueDirs,
@@ -235,10 +244,12 @@ class QueueCore:
         worker: str | None,
         settings: QueueSettings | None,
         may_spool: bool = True,
+        flush: bool = True,
     ) -> list[Task]:
         """apply() for a batch of changes of locked tasks: the records are written content
-        first with one fsync per directory touched (copies.commit_many), then every event
-        line in one write and one flush of the event log (`may_spool`: EventLog.append_many)."""
+        first (copies.commit_many), then every event line in one write, and one flush makes
+        all of it durable (`may_spool`: EventLog.append_many); only then do the copies the
+        moves left go. `flush` False: nothing is flushed (a claim: store.md, fourth version)."""
         for change in changes:
             check_transition(change.new.id, change.old.status, change.new.status, change.event)
         archived = [
@@ -247,19 +258,25 @@ class QueueCore:
             else []
             for c in changes
         ]
-        copies.commit_many(qd, [(c.source, c.new) for c in changes], fsync=self.fsync)
+        fsync = files.deferred(self.fsync) if flush else False
+        left = copies.commit_many(
+            qd,
+            [(c.source, c.new) for c in changes],
+            fsync=fsync,
+            keep=not flush and spares.kept_by(self.fsync),  # a claim's pending records
+        )
         for change in changes:
             if change.new.status is State.PENDING:
                 self.note_pending(qd, change.new)
-        self.log.append_many(
-            [
-                (c.new, c.event, worker, done)
-                for c, done in zip(changes, archived, strict=True)
-                if c.event is not None
-            ],
-            now=now,
-            may_spool=may_spool,
-        )
+        lines = [
+            (c.new, c.event, worker, done)
+            for c, done in zip(changes, archived, strict=True)
+            if c.event is not None
+        ]
+        self.log.append_many(lines, now=now, may_spool=may_spool, flush=flush)
+        if flush and not lines:
+            files.flush_items(self.fsync)
+        copies.retire(qd, left, fsync=fsync)
         ended = [c.new for c in changes if c.new.status.terminal and not c.old.status.terminal]
         if ended:
             dependencies.release_ended(self, ended, now=now)
@@ -288,11 +305,15 @@ class QueueCore:
             archived = [
                 self._archive(new, event, kind, body) for kind, body in (archive or {}).items()
             ]
-        copies.commit(qd, source, new, fsync=self.fsync)
+        fsync = files.deferred(self.fsync)
+        left = copies.commit(qd, source, new, fsync=fsync)
         if new.status is State.PENDING:
             self.note_pending(qd, new)
         if event is not None:
             self.log.append(new, event, now=now, worker=worker, archived=archived, because=because)
+        else:
+            files.flush_items(self.fsync)
+        copies.retire(qd, left, fsync=fsync)
         if new.status.terminal and not old.status.terminal:
             dependencies.release_ended(self, [new], now=now)
             groups.note_ended(self, [new], now=now)
@@ -317,7 +338,11 @@ class QueueCore:
         # the key goes first: a crash in between leaves a task without a key, never a key that
         # would bring a cleaned task back
         posting.remove_key(qd, task, fsync=self.fsync)
-        files.unlink(qd.fd("done"), paths.task_file(task.id), fsync=self.fsync)
+        # into the spares (a syncfs store with renameat2), where the next batch writes
+        spares.retire(qd, qd.fd("done"), paths.task_file(task.id),
+                      into_spares=spares.usable(files.deferred(self.fsync)))  # fmt: skip
+        if self.fsync:
+            files.sync_dir(qd.fd("done"), self.fsync)
         self.log.append(task, event, now=now, because=because)
 
     def quarantine(self, qd: QueueDirs, directory: str, task_id: str, *, now: int) -> bool:

@@ -264,12 +264,14 @@ class EventLog:
         worker: str | None = None,
         archived: list[str] | None = None,
         because: Because = NO_REASON,
+        flush: bool = True,
     ) -> dict[str, Any]:
+        """One change's line (`flush` False: not flushed, for a change that promises nothing)."""
         assert event in EVENTS, event
         line = event_line(
             task, event, now=now, worker=worker, archived=archived or [], because=because
         )
-        self.write_line(line)
+        self._write(_day_of(line["t"]), orjson.dumps(line) + b"\n", flush=flush)
         return line
 
     def append_many(
@@ -278,10 +280,12 @@ class EventLog:
         *,
         now: int,
         may_spool: bool = True,
+        flush: bool = True,
     ) -> None:
         """The lines of a batch's transitions (task, event, worker, archived), all stamped `now`,
         in one write and one flush: a batch shares the event log's fsync (group commit).
-        `may_spool`: False for a change that is undone when its lines fail (a claim)."""
+        `may_spool`: False for a change that is undone when its lines fail (a claim); `flush`:
+        False for changes that promise nothing a crash could break (a claim, store.md)."""
         if not entries:
             return
         data = b"".join(
@@ -290,7 +294,7 @@ class EventLog:
         )
         assert all(event in EVENTS for _, event, _, _ in entries)
         # one write on the O_APPEND descriptor: another process's lines never land inside it
-        self._write(_day_of(now // 1000), data, may_spool=may_spool)
+        self._write(_day_of(now // 1000), data, may_spool=may_spool, flush=flush)
 
     def quarantined(self, host: str, queue: str, task_id: str, *, now: int) -> None:
         """A corrupt file moved aside: there is no record, so the line says only what is known."""
@@ -313,7 +317,9 @@ class EventLog:
     def write_line(self, line: dict[str, Any]) -> None:
         self._write(_day_of(line["t"]), orjson.dumps(line) + b"\n")
 
-    def _write(self, day: dt.date, data: bytes, *, may_spool: bool = True) -> None:
+    def _write(
+        self, day: dt.date, data: bytes, *, may_spool: bool = True, flush: bool = True
+    ) -> None:
         """Append the lines of a change already durable in the items store. If the logs disk
         refuses them they are spooled on the items disk (spool.py) and the change stands; only
         when the spool refuses too does this raise StorageUnavailable (LinesRefused where some
@@ -322,7 +328,9 @@ class EventLog:
         if self.spool_dirty:  # a few files per append: a long outage's spool is not one wait
             self.drain_spool(limit=_DRAIN_PER_APPEND)
         try:
-            self._append(day, data)
+            self._append(day, data, flush=flush)
+        except files.ClosingFlushFailed as exc:
+            raise LinesRefused(exc.detail, standing=0) from exc  # the change fails unflushed
         except StorageUnavailable as exc:
             standing = exc.whole if isinstance(exc, files.TornWrite) else 0
             if self.spool is None or not may_spool:
@@ -371,7 +379,7 @@ class EventLog:
         except FileNotFoundError:
             return False
 
-    def _append(self, day: dt.date, data: bytes) -> None:
+    def _append(self, day: dt.date, data: bytes, *, flush: bool = True) -> None:
         """Append whole lines to the day's file. After a fragment that could not be cut back
         (files.TornWrite), the next write starts with a newline: the fragment is then a torn
         line of its own, which readers pass over, and never swallows the line after it. A
@@ -379,7 +387,8 @@ class EventLog:
         with self._day_fd(day) as day_file:
             prefix = b"\n" if day_file.torn else b""
             try:
-                files.append(day_file.fd, prefix + data, fsync=self.fsync, dev=day_file.dev)
+                files.append(day_file.fd, prefix + data, fsync=self.fsync if flush else False,
+                             dev=day_file.dev)  # fmt: skip
             except files.TornWrite as exc:
                 ends_a_line = exc.cut_back and (exc.whole > 0 or not day_file.torn)
                 day_file.torn = not ends_a_line

@@ -66,8 +66,21 @@ class Flush:
         return True  # a Flush is always "flush": False is the store without fsync
 
 
-# What a write is told about flushing: False (none), True (per-file fsync) or a store's Flush.
-Durable = bool | Flush
+@dataclass(frozen=True)
+class Deferred:
+    """What a step of a syncfs store's operation is told when the operation ends with one
+    flush of its own (files.deferred): flush nothing now (false), yet know the store's Flush,
+    for a write that must flush before it names anything (spare inodes: queues.store.spares)."""
+
+    flush: Flush
+
+    def __bool__(self) -> bool:
+        return False
+
+
+# What a write is told about flushing: False (none), True (per-file fsync), a store's Flush, or
+# Deferred (none now: the operation's one flush comes after).
+Durable = bool | Flush | Deferred
 
 
 def flush_for(mode: str, items_fd: int) -> Flush:
@@ -76,7 +89,28 @@ def flush_for(mode: str, items_fd: int) -> Flush:
         raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}, not {mode!r}")
     if mode == "syncfs" and _syncfs is None:
         raise ValueError("flush 'syncfs' needs the C library's syncfs() (Linux)")
-    return Flush(syncfs=mode == "syncfs", items_dev=os.fstat(items_fd).st_dev)
+    flush = Flush(syncfs=mode == "syncfs", items_dev=os.fstat(items_fd).st_dev)
+    if flush.syncfs:
+        flusher(items_fd, flush.items_dev)  # known before a line on another disk needs it
+    return flush
+
+
+def deferred(fsync: Durable) -> Durable:
+    """The flush a step of an operation makes of its own, where the operation ends with one
+    syncfs (its event line's, or flush_items): none (Deferred). That one flush covers every
+    byte and name the operation wrote, and data=ordered keeps a fresh inode's bytes from being
+    named before they are written (store.md, fourth version); per-file fsync keeps each its
+    own."""
+    return Deferred(fsync) if isinstance(fsync, Flush) and fsync.syncfs else fsync
+
+
+def flush_items(fsync: Durable) -> None:
+    """One syncfs of the items' file system, for a syncfs store (Flush or Deferred): the
+    closing flush of an operation where no event line made it, or the data flush that comes
+    before spare inodes are named."""
+    flush = fsync.flush if isinstance(fsync, Deferred) else fsync
+    if isinstance(flush, Flush) and flush.syncfs:
+        _flushers[flush.items_dev].wait()
 
 
 def _by_syncfs(fsync: Durable) -> bool:
@@ -394,6 +428,7 @@ def publish_new(dir_fd: int, temp: str, name: str, *, fsync: Durable) -> None:
         sync_dir(dir_fd, fsync)
 
 
+_RENAME_EXCHANGE = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 _renameat2 = getattr(_libc, "renameat2", None)
 _links = _renameat2 is None  # whether a no-replace rename has had to fall back to link()
@@ -498,6 +533,75 @@ def rename_noreplace(src_fd: int, name: str, dst_fd: int, new_name: str | None =
         raise _storage(exc) from exc
 
 
+def exchange(src_fd: int, name: str, dst_fd: int, other: str) -> None:
+    """Swap two names atomically (renameat2 RENAME_EXCHANGE): each names the other's inode.
+    OSError(ENOSYS or EINVAL) where the C library or the file system has no such call."""
+    FAULTS.step("rename")
+    if _renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2() is not available")
+    if _renameat2(src_fd, name.encode(), dst_fd, other.encode(), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise _storage(OSError(code, os.strerror(code), name))
+
+
+def can_exchange() -> bool:
+    """Whether the C library has renameat2 (the file system may still refuse: EINVAL)."""
+    return _renameat2 is not None
+
+
+def open_spare(dir_fd: int, name: str) -> int | None:
+    """A descriptor to write the spare file `name` over, its lock held (flock, as every task
+    file's writer takes): None when another writer holds it, or the name no longer names the
+    inode locked (taken and named since), or it is no regular file."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = int(_call("open", os.open, name, flags, dir_fd=dir_fd))
+    except (FileNotFoundError, NotRegularFile):
+        return None
+    except OSError as exc:
+        if exc.errno in _NOT_A_TASK_FILE:
+            return None
+        raise
+    try:
+        held = os.fstat(fd)
+        if stat.S_ISREG(held.st_mode) and lock_open(dir_fd, name, fd, block=False, opened=held):
+            return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def rewrite(fd: int, data: bytes) -> None:
+    """Write `data` over a spare inode and cut it to that length. Not flushed: the caller
+    flushes the data before it names the file (store.md, fourth version)."""
+    view, at = memoryview(data), 0
+    while at < len(data):
+        at += _call("write", os.pwrite, fd, view[at:], at)
+    _call("truncate", os.ftruncate, fd, len(data))
+
+
+def link_into(src_fd: int, name: str, dst_fd: int, new_name: str) -> None:
+    """A second name for the file `name` (spares.keep): FileNotFoundError if it is gone."""
+    _call("link", os.link, name, new_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd,
+          follow_symlinks=False)  # fmt: skip
+
+
+def retire_into(src_fd: int, name: str, spare_fd: int | None, spare: str) -> None:
+    """A file no longer needed (a moved task's old copy, a record retention is done with)
+    becomes the spare `spare` instead of being freed (spare_fd None: unlinked, as before).
+    FileNotFoundError when it is gone already; a spare name taken (FileExistsError: another
+    writer's) leaves it to be unlinked."""
+    if spare_fd is None:
+        unlink(src_fd, name, fsync=False)
+        return
+    try:
+        rename_noreplace(src_fd, name, spare_fd, spare)
+    except FileExistsError:
+        unlink(src_fd, name, fsync=False)
+
+
 def move(src_fd: int, dst_fd: int, name: str, data: bytes, *, fsync: Durable) -> None:
     """Content first: write the destination durably, then unlink the source.
 
@@ -567,14 +671,19 @@ def append(fd: int, data: bytes, *, fsync: Durable, dev: int | None = None) -> N
         whole = data.rfind(b"\n", 0, written) + 1
         raise TornWrite(cut_back=_cut_back(fd, written - whole), whole=whole)
     if isinstance(fsync, Flush) and fsync.syncfs and _device(fd, dev) == fsync.items_dev:
-        flusher(
-            fd, fsync.items_dev
-        ).wait()  # the logs share the items' file system, and its flushes
+        try:  # the logs share the items' file system, and its flushes
+            flusher(fd, fsync.items_dev).wait()
+        except StorageUnavailable as exc:
+            raise ClosingFlushFailed() from exc
     elif fsync:
         try:
             _call("fsync", os.fdatasync, fd)
         except (OSError, StorageUnavailable) as exc:
             raise FlushFailed() from exc
+        try:  # the line's flush closes the operation (deferred): the items' disk's too
+            flush_items(fsync)
+        except StorageUnavailable as exc:
+            raise ClosingFlushFailed() from exc
 
 
 class FlushFailed(StorageUnavailable):
@@ -584,6 +693,15 @@ class FlushFailed(StorageUnavailable):
 
     def __init__(self) -> None:
         super().__init__("The logs disk did not flush a line it was given.")
+
+
+class ClosingFlushFailed(StorageUnavailable):
+    """The syncfs that closes an operation (its records and its line, files.deferred) failed:
+    nothing it covered may be taken as durable, so the operation is refused, never spooled
+    and acknowledged. Its line was written whole and stands (a reader may have read it)."""
+
+    def __init__(self) -> None:
+        super().__init__("The items disk did not flush a change.")
 
 
 def _device(fd: int, dev: int | None) -> int:
@@ -710,16 +828,22 @@ def lock_open(
     """Lock `fd`, opened on the file at `name`: whether `name` still names that inode once
     the lock is held (False too when, not blocking, another process holds the lock).
 
-    A file's content never changes once it has its name (every write is temp-then-rename), so
-    what was read from `fd` before the lock is still the record when this answers True: the
-    caller need not open or read it again. On False the caller closes `fd`. `opened`: the
-    descriptor's fstat from its open (open_regular), if the caller has it: a descriptor names
-    one inode for as long as it is open, so it need not be asked again."""
+    A file's content never changes while it has its name (every write is temp-then-rename, or
+    into a spare inode that no name names), so what was read from `fd` before the lock is still
+    the record when this answers True: the caller need not open or read it again. A spare may
+    come back under the same name, written over: `opened`'s change time tells it apart. On
+    False the caller closes `fd`. `opened`: the descriptor's fstat from its open
+    (open_regular), if the caller has it: a descriptor names one inode for as long as it is
+    open, so it need not be asked again."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
         now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         held = os.fstat(fd) if opened is None else opened
-        return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev)
+        # a spare inode (queues.store.spares) may have been written over and named again here
+        # since `opened`: its change time moved with the rewrite, so it is not the file read
+        return (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev) and (
+            opened is None or now.st_ctime_ns == opened.st_ctime_ns
+        )
     except (BlockingIOError, FileNotFoundError):
         return False  # someone else holds it or moved it: a lost race, the caller skips
 

@@ -32,7 +32,9 @@ DEPENDENTS_DIR = "dependents"
 # a queue's groups (groups.py): opened when used, beside the directories kept open, as the
 # parent's post-seq file is
 GROUPS_DIR = "groups"
-QUEUE_DIRS = (*STATE_DIRS, KEYS_DIR, QUARANTINE_DIR, DEPENDENTS_DIR)
+# spare inodes to write records into (queues.store.spares): never read as tasks
+SPARE_DIR = "spare"
+QUEUE_DIRS = (*STATE_DIRS, KEYS_DIR, QUARANTINE_DIR, DEPENDENTS_DIR, SPARE_DIR)
 SWEEP_LOCK = ".sweep.lock"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

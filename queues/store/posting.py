@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import orjson
 
-from . import copies, files, names, paths, strays
+from . import copies, files, names, paths, spares, strays
 from .errors import (
     IdempotencyKeyReused,
     InvalidItem,
@@ -220,6 +220,13 @@ def write_tasks(qd: QueueDirs, tasks: list[Task], *, fsync: files.Durable) -> No
     then each renamed into pending/, then one fsync of pending/ for them all (the
     acknowledgement comes after it)."""
     pending = qd.fd("pending")
+    if spares.usable(fsync):  # unkeyed (core.admit_many): every name is a new task's
+        writes = [
+            (pending, paths.task_file(task.id), orjson.dumps(task.to_record()), False)
+            for task in tasks
+        ]
+        spares.write_all(qd, writes, fsync=fsync)
+        return
     syncs = files.DirSyncs(fsync=fsync)
     temps = files.write_temps(
         [(pending, orjson.dumps(task.to_record())) for task in tasks], fsync=fsync

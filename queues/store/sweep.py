@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
-from . import copies, dependencies, files, groups, paths, rules, strays
+from . import copies, dependencies, files, groups, paths, rules, spares, strays
 from .clock import now_ms
 from .core import QueueCore
 from .due_index import KEY, TASK, TEMP, DueIndex, Item
@@ -130,6 +130,8 @@ def _whole(
                                                                settings))  # fmt: skip
             continue
         _judge(core, qd, task_id, where, settings, now, report, due)
+    with _storage_faults_noted(report):  # after retention, which retires into the spares
+        spares.trim(qd)
     return report
 
 
@@ -176,6 +178,10 @@ def _follow(
             if key is not None:
                 with _storage_faults_noted(report):
                     _check_key(qd, key, None, now, report, due)
+    # moves and retention retire records into the spares between passes, and a claim takes
+    # none back: every pass holds the pool to its bound (one listing of spare/)
+    with _storage_faults_noted(report):
+        spares.trim(qd)
     return report
 
 

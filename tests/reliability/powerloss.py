@@ -31,7 +31,16 @@ k means steps 1..k-1 completed (k = n+1: the operation returned, i.e. it was ack
 * syncfs. A step of kind "syncfs" (files.syncfs, the store's group commit) is a barrier over the
   whole file system: every directory operation and every byte written before it is on disk once
   it has returned, as if each directory and each file had been fsynced.
-* File data. The store only ever appends to a file or writes a fresh one. An inode's data is
+* A rename over a file carries its source's data. ext4 (auto_da_alloc, the default) writes the
+  blocks of a file renamed over another before the commit that holds the rename, and
+  data=ordered keeps them in order: once such a rename is on disk, so is the data its inode had
+  when it was renamed. The claim relies on this: it replaces processing/'s record with the
+  leased one and flushes nothing (store.md, fourth version). A rename to a free name carries
+  nothing (delayed allocation: a crash can leave the name on an empty file).
+* Spare inodes written over (queues.store.spares). A file whose content is no longer an
+  extension of its durable content was written over since its last flush: it may hold its old
+  bytes, its new ones, or the new ones over the first half and the old after them (torn).
+* File data. Otherwise the store only appends to a file or writes a fresh one. An inode's data is
   durable up to its content at its last fsync/fdatasync; the rest (the unsynced tail) may be
   lost from any byte on. "Any prefix" is explored by representative cut points: 0, 1, half,
   all-but-one and all of the tail (the classes that matter for JSON and for log lines: empty,
@@ -80,6 +89,7 @@ class DirOp:
     step: int  # 1-based index of the step whose system call did it
     changes: dict[Entry, int | None]  # entry -> inode after the op (None: removed)
     forced_by: set[int]  # directory inodes whose fsync makes it certain
+    carries: int | None = None  # a rename over a file: the inode whose data it carries
 
 
 @dataclass
@@ -178,7 +188,10 @@ def _dir_ops(trace: Trace) -> list[DirOp]:
                 dst = [e for e, new in changed.items() if new == old and e not in paired]
                 if dst:
                     paired |= {src, dst[0]}
-                    ops.append(DirOp(i + 1, {src: None, dst[0]: old}, {dst[0][0]}))
+                    over = a.entries.get(dst[0]) is not None
+                    ops.append(
+                        DirOp(i + 1, {src: None, dst[0]: old}, {dst[0][0]}, old if over else None)
+                    )
         for e in changed:
             if e not in paired:
                 ops.append(DirOp(i + 1, {e: changed[e]}, {e[0]}))
@@ -230,11 +243,22 @@ def crash_states(trace: Trace, rng: random.Random, sample: int = 0) -> Iterator[
             kept = sorted(trace.ops.index(o) for o in done if id(o) in chosen)
             free_ix = sorted(trace.ops.index(o) for o in free)
             reachable = _reachable(trace.root_ino, entries, volatile.dirs | base.dirs)
+            carried = {
+                op.carries: trace.steps[op.step - 1].before.data.get(op.carries, b"")
+                for op in done
+                if op.carries is not None and (id(op) in forced or id(op) in chosen)
+            }
             tails = []
             for ino in sorted(reachable):
                 full = volatile.data.get(ino, base.data.get(ino, b""))
                 sure = durable_data(trace, ino, k, base)
-                assert full.startswith(sure), "the store rewrote a file in place"
+                if len(carried.get(ino, b"")) > len(sure):
+                    sure = carried[ino]
+                if not full.startswith(sure):  # a spare written over since its last flush
+                    half = len(full) // 2
+                    torn = full[:half] + sure[half : len(full)]
+                    tails.append([(ino, v) for v in dict.fromkeys((sure, torn, full))])
+                    continue
                 cut = len(full) - len(sure)
                 cuts = sorted({0, min(1, cut), cut // 2, max(cut - 1, 0), cut})
                 tails.append([(ino, full[: len(sure) + c]) for c in cuts])

@@ -103,7 +103,10 @@ def test_io_errors_fail_the_operation_and_leave_the_old_state(tmp_path, kind, co
     try:
         task = h.post(settings=procs.LONG)
         for op, expect in (("post", None), ("claim", "pending"), ("finish", "processing")):
-            if op == "finish":
+            if op == "claim" and kind.startswith("fsync"):
+                procs.run_op(h.store, op, task.id)  # a claim flushes nothing: no fsync to fail
+                continue
+            if op == "finish" and h.where(task.id) != ["processing"]:
                 h.claim(settings=procs.LONG)
             before = {i: h.on_disk(i) for i in _ids(h)}
             lines = len(h.events())
