@@ -347,3 +347,24 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > now
+
+
+class WorkerSighting(models.Model):
+    """When a worker last asked a queue for work. A claim that finds nothing writes no event,
+    so without this a worker idle on an empty queue would look gone quiet on the workers page.
+    Written at most once a minute per worker and web process (queues/api/sightings.py)."""
+
+    host = models.CharField(max_length=253)
+    queue = models.CharField(max_length=64)
+    worker = models.CharField(max_length=255)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host", "queue", "worker"], name="one_sighting_a_worker"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.worker} on {self.host}/{self.queue} at {self.seen_at}"

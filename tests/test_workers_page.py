@@ -4,12 +4,14 @@ last hour, and the workers gone quiet; on both stores."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import re
 import time
 
 import pytest
 from django.core.management import call_command
+from django.db.models import F
 
 from queues import stores
 
@@ -101,3 +103,74 @@ def test_a_worker_silent_for_five_minutes_and_holding_nothing_has_gone_quiet(wor
     assert state["box-2"] == ("quiet", "holds nothing, no claim or report for 5 min")
     # box-1's 60 s lease is what tells of it: not extended by a heartbeat, it ran out
     assert state["box-1"][0] == "quiet" and state["box-1"][1].endswith("ran out: no heartbeat")
+
+
+def api_claim(queue, worker: str) -> int:
+    """A worker's claim through the API, as `taskhoster work` makes it: its status code."""
+    from queues.auth.tokens import issue_token
+    from queues.services import get_or_create_user, grant
+    from tests.api.conftest import bearer, url
+
+    grant("wendy", f"{HOST}/{NAME}", "worker")
+    client = bearer(issue_token(get_or_create_user("wendy"), "t")[1])
+    return client.post(url(HOST, NAME, "claim"), {"worker": worker}, format="json").status_code
+
+
+def test_a_worker_claiming_on_an_empty_queue_is_idle_not_gone(make_queue, store_kind):
+    """A claim that finds nothing writes no event: the API's note of it keeps the worker shown,
+    idle, for as long as it claims (it was missing, then shown gone quiet after 5 minutes)."""
+    from queues.api import sightings
+    from queues.models import WorkerSighting
+
+    queue = make_queue(HOST, NAME, store=store_kind)
+    sightings.forget()
+    assert api_claim(queue, "idle-4") == 204
+    client = client_for("olga", role="operator", queue=queue)
+    shown = rows(client.get(f"/console/{HOST}/{NAME}/workers/").content.decode())
+    assert shown["idle-4"]["is"] == "idle" and shown["idle-4"]["holds now"] == "nothing"
+    assert re.fullmatch(r"just now|\d s ago", shown["idle-4"]["last claim or report"])
+    # six minutes without a claim: gone quiet; its next claim makes it idle again
+    WorkerSighting.objects.update(seen_at=F("seen_at") - dt.timedelta(minutes=6))
+    shown = rows(client.get(f"/console/{HOST}/{NAME}/workers/").content.decode())
+    assert shown["idle-4"]["is"] == "quiet"
+    sightings.forget()
+    assert api_claim(queue, "idle-4") == 204
+    shown = rows(client.get(f"/console/{HOST}/{NAME}/workers/").content.decode())
+    assert shown["idle-4"]["is"] == "idle"
+
+
+def test_a_workers_claims_are_noted_once_a_minute(make_queue):
+    from queues.api import sightings
+    from queues.models import WorkerSighting
+
+    make_queue(HOST, NAME)
+    sightings.forget()
+    assert sightings.saw(HOST, NAME, "box-9", at=1000.0)
+    first = WorkerSighting.objects.get(worker="box-9").seen_at
+    assert not sightings.saw(HOST, NAME, "box-9", at=1059.0)  # within the minute: no write
+    assert WorkerSighting.objects.get(worker="box-9").seen_at == first
+    assert sightings.saw(HOST, NAME, "box-9", at=1061.0)
+    assert WorkerSighting.objects.count() == 1
+
+
+def test_a_database_that_refuses_the_note_leaves_the_claim_alone(make_queue):
+    """The sighting is for the page: a refused write is logged, the claim answers, and the next
+    claim tries the write again."""
+    from django.db import connection
+
+    from queues.api import sightings
+    from queues.models import WorkerSighting
+
+    queue = make_queue(HOST, NAME)
+    sightings.forget()
+    table = WorkerSighting._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    try:
+        assert api_claim(queue, "box-8") == 204
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    assert not WorkerSighting.objects.exists()
+    assert api_claim(queue, "box-8") == 204  # not remembered as written: written now
+    assert WorkerSighting.objects.filter(worker="box-8").exists()

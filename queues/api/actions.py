@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queues import stores
-from queues.api import held_threads
+from queues.api import held_threads, sightings
 from queues.api.context import QueueContext
 from queues.models import Role
 from queues.store import (
@@ -263,6 +263,7 @@ def claim(
     false; a claim that took tasks as its client left gives them back at once, their
     attempts uncounted (`unclaimed`), and answers nothing."""
     ctx.require(WORKER)
+    sightings.saw(ctx.host, ctx.queue, worker)  # a claim that finds nothing writes no event
     store = stores.of(ctx.host, ctx.queue)
     options = {
         "settings": ctx.settings,

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Max, Q
 
 from queues import stores
-from queues.models import Queue
+from queues.models import Queue, WorkerSighting
 from queues.store import NotFound, State
 from queues.text.durations import readable_seconds
 from tasklogs.models import TaskEvent
 
 WINDOW_SECONDS = 60 * 60  # the workers shown: those seen in the last hour, and those holding tasks
-# A worker that holds nothing and said nothing for this long is shown gone quiet. It may only be
-# idle on an empty queue (a claim that finds nothing writes no event): the page says when it was
-# last seen either way.
+# A worker that holds nothing and neither claimed nor reported for this long is shown gone quiet.
+# A claim that finds nothing writes no event: the API notes a worker's claims (sightings.py), at
+# most once a minute, so a worker idle on an empty queue stays "idle".
 QUIET_AFTER_SECONDS = 5 * 60
 QUIET_WORDS = readable_seconds(QUIET_AFTER_SECONDS)
 HELD_SHOWN = 500  # processing tasks read per queue
@@ -86,6 +86,10 @@ def workers_of(queues: Iterable[Queue], *, now_ms: int) -> WorkersView:
     for (host, queue, name), seen in _seen(keys, now_ms=now_ms).items():
         found = row(host, queue, name)
         found.last_seen, found.finished, found.failed = seen
+    for (host, queue, name), claimed in _sighted(keys, now_ms=now_ms).items():
+        found = row(host, queue, name)
+        if found.last_seen is None or claimed > found.last_seen:
+            found.last_seen = claimed
     for found in rows.values():
         found.held.sort(key=lambda held: held.claimed_at or 0)
         found.state, found.why = _state(found, now_ms)
@@ -134,6 +138,27 @@ def _seen(
     return {
         (host, queue, worker): (last, finished, failed_count)
         for host, queue, worker, last, finished, failed_count in rows
+        if (host, queue) in wanted
+    }
+
+
+def _sighted(
+    keys: list[tuple[str, str]], *, now_ms: int
+) -> dict[tuple[str, str, str], dt.datetime]:
+    """Per (host, queue, worker) claiming in the window, its last claim as the API noted it
+    (queues/api/sightings.py: to the minute), found or not. One query for every queue."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    since = dt.datetime.fromtimestamp(now_ms / 1000 - WINDOW_SECONDS, dt.UTC)
+    rows = WorkerSighting.objects.filter(
+        host__in={host for host, _ in wanted},
+        queue__in={queue for _, queue in wanted},
+        seen_at__gte=since,
+    ).values_list("host", "queue", "worker", "seen_at")
+    return {
+        (host, queue, worker): seen_at
+        for host, queue, worker, seen_at in rows
         if (host, queue) in wanted
     }
 
