@@ -552,7 +552,8 @@ def can_exchange() -> bool:
 def open_spare(dir_fd: int, name: str) -> int | None:
     """A descriptor to write the spare file `name` over, its lock held (flock, as every task
     file's writer takes): None when another writer holds it, or the name no longer names the
-    inode locked (taken and named since), or it is no regular file."""
+    inode locked (taken and named since), or it is no regular file, or it is a second name of
+    a record (that spare name is removed)."""
     flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = int(_call("open", os.open, name, flags, dir_fd=dir_fd))
@@ -564,7 +565,13 @@ def open_spare(dir_fd: int, name: str) -> int | None:
         raise
     try:
         held = os.fstat(fd)
-        if stat.S_ISREG(held.st_mode) and lock_open(dir_fd, name, fd, block=False, opened=held):
+        if stat.S_ISREG(held.st_mode) and held.st_nlink > 1:
+            # A second name of a live record: a claim links the pending record here before it
+            # renames the leased one over it, and a crash between the two leaves both names.
+            # Written over, it would change that record; the spare's name alone goes.
+            with contextlib.suppress(FileNotFoundError):
+                _call("unlink", os.unlink, name, dir_fd=dir_fd)
+        elif stat.S_ISREG(held.st_mode) and lock_open(dir_fd, name, fd, block=False, opened=held):
             return fd
     except BaseException:
         os.close(fd)

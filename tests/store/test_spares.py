@@ -185,3 +185,28 @@ def test_a_lock_on_a_record_read_before_its_inode_came_back_written_over_is_refu
     finally:
         os.close(dir_fd)
         os.close(spare_fd)
+
+
+def test_a_spare_that_is_a_second_name_of_a_record_is_never_written_over(h: Harness) -> None:
+    """A claim links the pending record into spare/ before it renames the leased record over
+    it; a crash between the two leaves one inode under both names. A batch that took that
+    spare would write another task's record into the claimed task's file."""
+    [claimed_id] = [
+        p.task.id
+        for p in h.store.post_many(
+            HOST, QUEUE, [PostEntry(item={"mine": 1})], settings=KEEP, posted_by="alice", now=T0
+        )
+    ]
+    [claimed] = h.store.claim(HOST, QUEUE, settings=KEEP, worker=WORKER, now=T0 + 1)
+    record = h.queue_dir / "processing" / f"{claimed_id}.json"
+    before = record.read_bytes()
+    for leftover in (h.queue_dir / "spare").iterdir():
+        leftover.unlink()
+    os.link(record, h.queue_dir / "spare" / "s-crashed-0")  # the crash's two names
+    posted = h.store.post_many(HOST, QUEUE, [PostEntry(item={"other": i}) for i in range(3)],
+                               settings=KEEP, posted_by="bob", now=T0 + 2)  # fmt: skip
+    assert record.read_bytes() == before
+    assert os.stat(record).st_nlink == 1  # the spare name went, the record stayed
+    assert h.store.read(HOST, QUEUE, claimed.id).item == {"mine": 1}
+    for p in posted:
+        assert h.store.read(HOST, QUEUE, p.task.id).item["other"] in range(3)
