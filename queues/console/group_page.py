@@ -10,12 +10,14 @@ from django.http import Http404
 from queues import stores
 from queues.models import Queue
 from queues.store import GroupView, StoreError, Task
+from queues.store.results import GROUP_OUTCOMES
 
 SHOWN = 50  # the tasks the page lists; the counts cover them all
 GROUPS_SHOWN = 20  # the groups a queue's page lists, those not called back yet first
 GROUPS_READ = 200  # the names looked at to choose them (each read is one group's count)
-# The bar's parts, in this order: how the ended members ended, then those still to end.
-BAR_PARTS = ("finished", "failed", "cancelled", "gone")
+# The bar's parts, in this order: how the ended members ended (the store's own list), then
+# those still to end.
+BAR_PARTS = GROUP_OUTCOMES
 
 
 @dataclass(frozen=True)
