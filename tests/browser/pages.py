@@ -23,3 +23,14 @@ def overflow(page) -> tuple[int, int]:
 def assert_fits(page) -> None:
     wide, screen = overflow(page)
     assert wide <= screen, f"{page.url} is {wide} px wide on a {screen} px screen"
+
+
+def staff_page(browser, live_server, viewport: dict[str, int], then: str = "/"):
+    """A page in a new browser context of `viewport`'s size, logged in as the staff user sam
+    (made here): the operator most console tests look through."""
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("sam", password="a-long-password", is_staff=True)
+    page = browser.new_context(viewport=viewport).new_page()
+    log_in(page, live_server, "sam", "a-long-password", then)
+    return page

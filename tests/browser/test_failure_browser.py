@@ -6,13 +6,12 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from queues import stores
 from queues.services import save_queue
 from tasklogs.links import payload_url
-from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, staff_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 HOST = "task.example.com"
@@ -46,10 +45,7 @@ def assert_wraps(box) -> None:
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_a_traceback_reads_as_wrapped_lines(browser, live_server, store_dirs, shoot, size):
     task_id = a_failed_task(store_dirs)
-    User.objects.create_user("sam", password="a-long-password", is_staff=True)
-    context = browser.new_context(viewport=size)
-    page = context.new_page()
-    log_in(page, live_server, "sam", "a-long-password")
+    page = staff_page(browser, live_server, size)
 
     page.goto(f"{live_server.url}/console/{HOST}/resize/{task_id}/")
     failure = page.locator("pre.payload.readable").nth(1)
@@ -73,7 +69,7 @@ def test_a_traceback_reads_as_wrapped_lines(browser, live_server, store_dirs, sh
     page.goto(f"{live_server.url}/")
     assert "failed: ValueError: the-image" in page.locator(".recent-failures").inner_text()
     shoot(page, "dashboard")
-    context.close()
+    page.context.close()
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -97,10 +93,7 @@ def test_every_attempts_error_and_the_end_in_words_after_a_retry(
                    result={"error": f"OSError: disk {attempt} is full"})  # fmt: skip
     call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
                  stdout=io.StringIO())  # fmt: skip
-    User.objects.create_user("sam", password="a-long-password", is_staff=True)
-    context = browser.new_context(viewport=size)
-    page = context.new_page()
-    log_in(page, live_server, "sam", "a-long-password")
+    page = staff_page(browser, live_server, size)
     page.goto(f"{live_server.url}/console/{HOST}/resize/{task.id}/")
     how = [cell.inner_text() for cell in page.locator('td[data-label="how"]').all()]
     assert [line.split(": ", 1)[1] for line in how] == [
@@ -115,4 +108,4 @@ def test_every_attempts_error_and_the_end_in_words_after_a_retry(
     assert errors == [f"OSError: disk {attempt} is full" for attempt in (4, 3, 2, 1)]
     assert_fits(page)
     shoot(page, "task-logs")
-    context.close()
+    page.context.close()

@@ -7,12 +7,11 @@ import io
 import time
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from queues import stores
 from queues.services import save_queue
-from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, staff_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 HOST, NAME = "task.example.com", "thumbnails-for-the-very-long-named-gallery"
@@ -63,10 +62,7 @@ PAGES = {
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_tables_become_cards_on_a_phone(browser, live_server, store_dirs, shoot, size):
     failed = some_work(store_dirs)
-    User.objects.create_user("sam", password="a-long-password", is_staff=True)
-    context = browser.new_context(viewport=size)
-    page = context.new_page()
-    log_in(page, live_server, "sam", "a-long-password")
+    page = staff_page(browser, live_server, size)
     pages = {
         **PAGES,
         "task": (f"/console/{HOST}/{NAME}/{failed}/", "table.attempts tbody tr"),
@@ -82,7 +78,7 @@ def test_tables_become_cards_on_a_phone(browser, live_server, store_dirs, shoot,
         if size is PHONE:
             tables_fit(page)
         shoot(page, name)
-    context.close()
+    page.context.close()
 
 
 def test_task_logs_on_a_phone_is_a_compact_card_per_event(browser, live_server, store_dirs, shoot):
@@ -95,10 +91,7 @@ def test_task_logs_on_a_phone_is_a_compact_card_per_event(browser, live_server, 
         store.claim(HOST, NAME, settings=settings, worker="resize-box-1.example.internal")
     call_command("ingest_tasklogs", "--source", str(store_dirs["logs"] / "tasks"),
                  stdout=io.StringIO())  # fmt: skip
-    User.objects.create_user("sam", password="a-long-password", is_staff=True)
-    context = browser.new_context(viewport=PHONE)
-    page = context.new_page()
-    log_in(page, live_server, "sam", "a-long-password")
+    page = staff_page(browser, live_server, PHONE)
     page.goto(f"{live_server.url}/logs/")
     assert_fits(page)
     rows = page.locator("table.tasklogs-events tbody tr")
@@ -106,4 +99,4 @@ def test_task_logs_on_a_phone_is_a_compact_card_per_event(browser, live_server, 
     shoot(page, "task-logs")
     heights = rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
     assert max(heights) <= 130, f"cards of {max(heights):.0f} px"
-    context.close()
+    page.context.close()

@@ -4,12 +4,11 @@ desktop's and a phone's width, the state named in its own colour."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 from queues import stores
 from queues.services import save_queue
-from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, staff_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 HOST, NAME = "task.example.com", "resize"
@@ -38,10 +37,7 @@ def one_task_in_each_state() -> dict[str, str]:
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_each_state_has_a_named_badge_of_its_own_colour(browser, live_server, shoot, size):
     ids = one_task_in_each_state()
-    User.objects.create_user("sam", password="a-long-password", is_staff=True)
-    context = browser.new_context(viewport=size)
-    page = context.new_page()
-    log_in(page, live_server, "sam", "a-long-password")
+    page = staff_page(browser, live_server, size)
     backgrounds = {}
     for state, task_id in ids.items():
         page.goto(f"{live_server.url}/console/{HOST}/{NAME}/{task_id}/")
@@ -58,4 +54,4 @@ def test_each_state_has_a_named_badge_of_its_own_colour(browser, live_server, sh
         expect(page.locator("#tasks .task-state").first).to_be_visible()
         assert_fits(page)
         shoot(page, tab)
-    context.close()
+    page.context.close()

@@ -6,13 +6,12 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from playwright.sync_api import expect
 
 from queues import stores
 from queues.services import save_queue
-from tests.browser.pages import DESKTOP, PHONE, assert_fits, log_in
+from tests.browser.pages import DESKTOP, PHONE, assert_fits, staff_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 HOST, NAME = "task.example.com", "thumbnails-for-the-very-long-named-gallery"
@@ -37,10 +36,7 @@ def some_workers(store_dirs) -> None:
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_the_workers_page_at_both_widths_and_live(browser, live_server, store_dirs, shoot, size):
     some_workers(store_dirs)
-    User.objects.create_user("sam", password="a-long-password", is_staff=True)
-    context = browser.new_context(viewport=size)
-    page = context.new_page()
-    log_in(page, live_server, "sam", "a-long-password")
+    page = staff_page(browser, live_server, size)
     for path in (f"/console/{HOST}/{NAME}/workers/", "/console/workers/"):
         page.goto(live_server.url + path)
         assert_fits(page)
@@ -57,4 +53,4 @@ def test_the_workers_page_at_both_widths_and_live(browser, live_server, store_di
     late = page.locator('tr[data-worker="box-late"] .worker-badge')
     expect(late).to_have_text("working", timeout=15_000)
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
-    context.close()
+    page.context.close()
