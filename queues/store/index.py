@@ -194,10 +194,16 @@ class PendingIndex:
             ):  # fmt: skip
                 counted.add(task_id)
             stack += (2 * i + 1, 2 * i + 2)
-        for at, task_id in self._delayed:
+        delayed, stack = self._delayed, [0]
+        while stack:  # the same walk down the delayed heap: only subtrees whose time has come
+            i = stack.pop()
+            if i >= len(delayed) or delayed[i][0] > now:
+                continue
+            task_id = delayed[i][1]
             key = self.entries.get(task_id)
-            if at <= now and key is not None and key[2] <= now and _ready(task_id, key) < mine:
+            if key is not None and key[2] <= now and _ready(task_id, key) < mine:
                 counted.add(task_id)
+            stack += (2 * i + 1, 2 * i + 2)
         return min(len(counted), most)
 
     def waiting_ids(self) -> frozenset[str]:

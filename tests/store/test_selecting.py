@@ -217,3 +217,24 @@ def test_claimable_ahead_counts_what_the_claims_take_first(h):
     for place, task_id in enumerate(order):
         assert counted[task_id] == place
     assert len(order) < len(pending)  # the delayed ones were pending, and not ahead of any
+
+
+def test_claimable_ahead_counts_the_delayed_whose_time_has_come(h):
+    """A delayed task whose time has come is a candidate before any claim has moved it back
+    among the ready ones: it counts ahead of the tasks it is claimed before, and one still
+    delayed never does."""
+    now = T0 + 60_000
+    posted = [h.post({"n": i}, now=T0 + i, delay_seconds=(30 if i % 3 == 0 else 0)
+                     + (3600 if i % 5 == 4 else 0)) for i in range(30)]  # fmt: skip
+    # claims made before the delays ran out pass over the delayed tasks ahead of them (the
+    # file store's index sets those aside until their time)
+    early = [h.claim(now=T0 + 100) for _ in range(5)]
+    assert all(task is not None for task in early)
+    pending = [t for t in posted if h.store.read(HOST, QUEUE, t.id).status is State.PENDING]
+    counted = {t.id: h.store.claimable_ahead(HOST, QUEUE, t, now=now) for t in pending}
+    order = []
+    while (task := h.claim(now=now)) is not None:
+        order.append(task.id)
+    assert {posted[i].id for i in (0, 3, 6)} <= set(order)  # the due delayed were claimed
+    for place, task_id in enumerate(order):
+        assert counted[task_id] == place
